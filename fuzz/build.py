@@ -1,0 +1,167 @@
+"""Materialise a :class:`~fuzz.case.Case` as a Relax module (spec -> framework object).
+
+Two functions, one per half of a call:
+
+- :func:`build_module` turns a case into an ``IRModule`` with one function ``main``,
+  written with ``relax.BlockBuilder`` the way a frontend writes it: one dataflow block,
+  one binding per operator, ``TupleGetItem(batch_norm(...), 0)`` as its own binding.
+- :func:`runtime_inputs` gives the arrays to pass to ``main``, in parameter order.
+
+Key idea: the parameter list is derived from the case alone. ``x`` comes first, then,
+for each block ``i`` and each operand named in ``case.parameters`` (in
+:data:`~fuzz.case.OPERANDS` order), a parameter ``f"{name}{i}"``. Every other operand
+is an inline ``relax.const``, which is exactly the form parameters take after
+``relax.transform.BindParams``, the form ``FoldBatchnormToConv2D`` matches.
+Attributes are copied verbatim (a negative batch_norm axis stays negative), so the
+module is what the case says, not a normalised version of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from fuzz.case import OPERANDS, Block, Case, Tensor, Topology
+from fuzz.compat import TensorType, summarise_error, to_device
+
+__all__ = [
+    "DATA_NAME",
+    "FUNCTION_NAME",
+    "ModuleError",
+    "build_module",
+    "parameter_names",
+    "runtime_inputs",
+]
+
+#: The name of the function the module exports.
+FUNCTION_NAME = "main"
+#: The name of the data parameter (always the first parameter).
+DATA_NAME = "x"
+
+
+class ModuleError(ValueError):
+    """TVM rejected the module a case describes, while constructing it (no pass involved).
+
+    The case is invalid for TVM (for example batch_norm operands whose dtype differs
+    from the conv's ``out_dtype``); the original exception is the ``__cause__``.
+    """
+
+
+def _operands(case: Case) -> list[tuple[str, Tensor]]:
+    """``(parameter name, tensor)`` for every parameter after ``x``, in order."""
+    out: list[tuple[str, Tensor]] = []
+    for i, block in enumerate(case.blocks):
+        for name in OPERANDS:
+            tensor = block.operand(name)
+            if name in case.parameters and tensor is not None:
+                out.append((f"{name}{i}", tensor))
+    return out
+
+
+def parameter_names(case: Case) -> list[str]:
+    """The names of ``main``'s parameters, in order (``x`` first)."""
+    return [DATA_NAME] + [name for name, _ in _operands(case)]
+
+
+def runtime_inputs(case: Case) -> list[np.ndarray[Any, Any]]:
+    """The arrays to pass to ``main``, in parameter order, each in its exact dtype."""
+    return [case.data.numpy()] + [tensor.numpy() for _, tensor in _operands(case)]
+
+
+def _var(name: str, tensor: Tensor) -> relax.Var:
+    return relax.Var(name, TensorType(tensor.shape, tensor.dtype))
+
+
+def _emit_block(
+    bb: relax.BlockBuilder, i: int, block: Block, data: relax.Expr, operands: dict[str, relax.Expr]
+) -> tuple[relax.Expr, relax.Var]:
+    """Emit ``batch_norm(conv2d(data, weight), ...)``; return (batch_norm input, its tuple)."""
+
+    def operand(name: str) -> relax.Expr:
+        key = f"{name}{i}"
+        if key in operands:
+            return operands[key]
+        tensor = block.operand(name)
+        assert tensor is not None, f"block {i} has no {name}"
+        # Through a runtime tensor: ``relax.const`` would turn a float64 array into float32.
+        return relax.const(to_device(tensor.numpy()))
+
+    if block.conv is not None:
+        conv = block.conv
+        data = bb.emit(
+            relax.op.nn.conv2d(
+                data,
+                operand("weight"),
+                strides=conv.strides,
+                padding=conv.padding,
+                dilation=conv.dilation,
+                groups=conv.groups,
+                data_layout=conv.data_layout,
+                kernel_layout=conv.kernel_layout,
+                out_layout=conv.data_layout,
+                out_dtype=conv.out_dtype or None,
+            ),
+            name_hint=f"conv{i}",
+        )
+    bn = block.bn
+    return data, bb.emit(
+        relax.op.nn.batch_norm(
+            data,
+            operand("gamma"),
+            operand("beta"),
+            operand("mean"),
+            operand("var"),
+            axis=bn.axis,
+            epsilon=bn.epsilon,
+            center=bn.center,
+            scale=bn.scale,
+            momentum=bn.momentum,
+            training=bn.training,
+        ),
+        name_hint=f"bn{i}",
+    )
+
+
+def build_module(case: Case) -> tvm.IRModule:
+    """The Relax module (``tvm.IRModule``) computing ``case``; see the module docstring."""
+    x = _var(DATA_NAME, case.data)
+    operands = {name: _var(name, tensor) for name, tensor in _operands(case)}
+    bb = relax.BlockBuilder()
+    try:
+        with bb.function(FUNCTION_NAME, [x, *operands.values()]):
+            with bb.dataflow():
+                result = _emit_body(bb, case, x, operands)
+                output = bb.emit_output(result)
+            bb.emit_func_output(output)
+    except Exception as exc:  # TVM's type inference rejected an operator
+        raise ModuleError(
+            f"TVM rejects the module for this case ({case.attributes()}): "
+            f"{type(exc).__name__}: {summarise_error(exc)}"
+        ) from exc
+    return bb.get()
+
+
+def _emit_body(
+    bb: relax.BlockBuilder, case: Case, x: relax.Var, operands: dict[str, relax.Expr]
+) -> relax.Expr:
+    topology = case.topology
+    first = case.blocks[0]
+    if topology is Topology.CHAIN:
+        _, bn0 = _emit_block(bb, 0, first, x, operands)
+        out0 = bb.emit(relax.TupleGetItem(bn0, 0), name_hint="out0")
+        relu = bb.emit(relax.op.nn.relu(out0), name_hint="relu0")
+        _, bn1 = _emit_block(bb, 1, case.blocks[1], relu, operands)
+        return bb.emit(relax.TupleGetItem(bn1, 0), name_hint="out1")
+    conv, bn = _emit_block(bb, 0, first, x, operands)
+    if topology in (Topology.CONV_BN, Topology.BN_ONLY):
+        return bb.emit(relax.TupleGetItem(bn, 0), name_hint="out0")
+    if topology is Topology.CONV_SHARED:
+        out = bb.emit(relax.TupleGetItem(bn, 0), name_hint="out0")
+        return relax.Tuple([out, conv])
+    if topology is Topology.BN_STATS:
+        items = [bb.emit(relax.TupleGetItem(bn, k), name_hint=f"out0_{k}") for k in range(3)]
+        return relax.Tuple(items)
+    raise AssertionError(f"unhandled topology {topology!r}")

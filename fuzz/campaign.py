@@ -1,0 +1,232 @@
+"""Campaign: run Hypothesis over generated cases against one pass, collecting every
+distinct bug, each shrunk to a minimal case.
+
+Hypothesis stops at the first failure and shrinks it. To find *all* bugs the
+campaign runs rounds: in each round the test body raises only for a finding no
+known :class:`~fuzz.signature.Signature` covers, and once one is raised it
+keeps raising only for that symptom, so shrinking cannot drift to another bug.
+The shrunk case defines a new signature, which is added to the known set, and
+the next round starts. The campaign ends when the time budget or the example
+budget is spent.
+
+Search guidance: ``hypothesis.target`` climbs toward overflow (the reference's
+fold pressure: how close ``|s| * (|W| conv |X|)`` comes to the dtype max where
+the unfolded program is robustly finite) and toward precision loss (the worst
+error/allowed ratio); ``hypothesis.event`` records attribute combinations and
+whether the pass fired (see ``pytest --hypothesis-show-statistics``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import hypothesis
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+from hypothesis.reporting import with_reporter
+
+import strategies
+from fuzz.case import Case
+from fuzz.execute import Execution, execute
+from fuzz.oracle import Finding, Verdict, judge
+from fuzz.passes import PassFactory
+from fuzz.reference import Reference, reference
+from fuzz.signature import Signature, classify
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A case, what running it did, and the verdict."""
+
+    case: Case
+    execution: Execution
+    reference: Reference
+    verdict: Verdict
+
+
+def check(case: Case, make_pass: PassFactory) -> Checked:
+    """Run one case through a pass and judge it."""
+    execution = execute(case, make_pass)
+    ref = reference(case)
+    return Checked(case, execution, ref, judge(case, execution, ref))
+
+
+@dataclass
+class Hit:
+    """One distinct bug: its signature, shrunk case and how it was found."""
+
+    signature: Signature
+    finding: Finding
+    checked: Checked
+    first_seconds: float
+    shrink_seconds: float
+    hits: int = 1
+
+
+@dataclass
+class Progress:
+    examples: int
+    seconds: float
+    hits: list[Hit]
+    shrinking: bool
+
+
+@dataclass
+class CampaignResult:
+    examples: int
+    seconds: float
+    hits: list[Hit]
+    #: how often each (attribute combination, fired) pair was run
+    coverage: Counter[str] = field(default_factory=Counter)
+    #: unfolded programs that missed their own bound (lowering findings), by message head
+    lowering: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
+    #: Hypothesis runs: one per distinct bug, plus the last one that found none
+    rounds: int = 0
+
+
+class _OutOfBudget(BaseException):
+    """Ends a Hypothesis run from inside the test body without counting as a failure."""
+
+
+class _Found(Exception):
+    """The body's way to tell Hypothesis: this example shows a new bug."""
+
+
+@dataclass
+class _Campaign:
+    """The state shared by the rounds of one campaign."""
+
+    make_pass: PassFactory
+    budget_seconds: float | None
+    max_examples: int | None
+    shrink_seconds: float
+    on_progress: Callable[[Progress], None] | None
+    start: float = field(default_factory=time.monotonic)
+    result: CampaignResult = field(default_factory=lambda: CampaignResult(0, 0.0, []))
+    # the current round: the symptom being shrunk, the last case showing it, timings
+    key: tuple[Any, str] | None = None
+    last: tuple[Checked, Finding] | None = None
+    first_seconds: float = 0.0
+    shrink_start: float = 0.0
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    def exhausted(self) -> bool:
+        over_time = self.budget_seconds is not None and self.elapsed() > self.budget_seconds
+        over_count = self.max_examples is not None and self.result.examples >= self.max_examples
+        return over_time or over_count
+
+    def progress(self, shrinking: bool) -> None:
+        if self.on_progress is not None:
+            r = self.result
+            self.on_progress(Progress(r.examples, self.elapsed(), r.hits, shrinking))
+
+    def body(self, case: Case) -> None:
+        """The Hypothesis test body: raises :class:`_Found` for the round's new bug only."""
+        shrinking = self.key is not None
+        if shrinking:
+            if time.monotonic() - self.shrink_start > self.shrink_seconds:
+                return  # stop shrinking; the last failing case is kept
+        elif self.exhausted():
+            raise _OutOfBudget
+        else:
+            self.result.examples += 1
+        checked = check(case, self.make_pass)
+        _record(self.result, checked, shrinking)
+        if not shrinking and self.result.examples % 10 == 0:
+            self.progress(False)
+        finding = checked.verdict.primary
+        if finding is None:
+            return
+        for hit in self.result.hits:
+            if hit.signature.covers(finding, case):
+                hit.hits += 0 if shrinking else 1
+                return
+        key = (finding.symptom, finding.error_type)
+        if self.key is None:
+            self.key, self.first_seconds, self.shrink_start = key, self.elapsed(), time.monotonic()
+            self.progress(True)
+        if key == self.key:
+            self.last = (checked, finding)
+            raise _Found(finding.symptom.value)
+
+    def run_round(self, strategy: st.SearchStrategy[Case], seed: int) -> Hit | None:
+        """One Hypothesis run: the next new bug, shrunk, or None when the budget is spent."""
+        self.result.rounds += 1
+        self.key, self.last = None, None
+        remaining = self.max_examples - self.result.examples if self.max_examples is not None else 10**9
+        test = settings(
+            max_examples=max(remaining, 1),
+            deadline=None,
+            database=None,
+            phases=(Phase.generate, Phase.target, Phase.shrink),
+            suppress_health_check=list(HealthCheck),
+            report_multiple_bugs=False,
+        )(hypothesis.seed(seed)(given(strategy)(self.body)))
+        try:
+            with with_reporter(lambda _message: None):
+                test()
+        except _OutOfBudget:
+            pass
+        except Exception:  # _Found, or Flaky after a capped shrink
+            pass
+        if self.last is None:
+            return None
+        checked, finding = self.last
+        return Hit(
+            Signature.of(finding, checked.case),
+            finding,
+            checked,
+            first_seconds=self.first_seconds,
+            shrink_seconds=time.monotonic() - self.shrink_start,
+        )
+
+
+def run_campaign(
+    make_pass: PassFactory,
+    *,
+    budget_seconds: float | None = None,
+    max_examples: int | None = None,
+    seed: int = 0,
+    shrink_seconds: float = 120.0,
+    cases: st.SearchStrategy[Case] | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> CampaignResult:
+    """Fuzz ``make_pass`` until a budget runs out; return every distinct bug found."""
+    if budget_seconds is None and max_examples is None:
+        raise ValueError("give budget_seconds or max_examples (or both)")
+    strategy = cases if cases is not None else strategies.cases()
+    campaign = _Campaign(make_pass, budget_seconds, max_examples, shrink_seconds, on_progress)
+    while not campaign.exhausted():
+        hit = campaign.run_round(strategy, seed * 1000 + campaign.result.rounds)
+        if hit is None:
+            break  # the round ended without a new bug: the budget is spent
+        campaign.result.hits.append(hit)
+        campaign.progress(False)
+    campaign.result.seconds = campaign.elapsed()
+    return campaign.result
+
+
+def _record(result: CampaignResult, checked: Checked, shrinking: bool) -> None:
+    """Hypothesis targets and events, and the campaign's own coverage counters."""
+    verdict = checked.verdict
+    attrs = classify(checked.case)
+    combo = ",".join(f"{k}={v}" for k, v in attrs.items())
+    fired = checked.execution.fired
+    hypothesis.event(f"fired={fired}")
+    hypothesis.event(f"dtype={attrs['dtype']} layout={attrs['data_layout']}/{attrs['kernel_layout']}")
+    hypothesis.target(max(checked.reference.fold_pressure, -1000.0), label="fold pressure (log2)")
+    hypothesis.target(min(verdict.worst_ratio, 1e6), label="error / allowed")
+    if shrinking:
+        return
+    result.coverage[f"{combo},fired={fired}"] += 1
+    for low in verdict.lowering:
+        result.lowering[str(Signature.of(low, checked.case))] += 1
+    if verdict.skipped:
+        result.skipped[verdict.skipped] += 1

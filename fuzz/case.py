@@ -1,0 +1,429 @@
+"""The case model: one conv + batch_norm graph as plain, framework-free data.
+
+A :class:`Case` says everything needed to build, run and judge one example:
+the graph topology, the conv2d and batch_norm attributes of each block, the
+dtype, which operands are bound constants and which are function parameters,
+and every concrete value. Nothing here imports TVM, so strategies stay fast and
+every case can be stored in ``corpus/`` and replayed bit for bit.
+
+Key idea: values are stored as Python floats (every float16, bfloat16, float32
+and float64 value is exactly a Python float) and serialised with
+``float.hex()``, so the JSON round-trip keeps exact bits, signed zeros included.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+SCHEMA_VERSION = 1
+
+#: Element dtypes a case may use, default first (strategies shrink to it).
+DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16", "float64")
+DATA_LAYOUTS: tuple[str, ...] = ("NCHW", "NHWC")
+KERNEL_LAYOUTS: tuple[str, ...] = ("OIHW", "HWIO", "OHWI", "IOHW")
+#: Operands of a block that may be passed as function parameters instead of constants.
+OPERANDS: tuple[str, ...] = ("weight", "gamma", "beta", "mean", "var")
+
+
+class CaseError(ValueError):
+    """A case (or its JSON form) is malformed. ``field`` names the offending field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+class Topology(str, enum.Enum):
+    """How the blocks are wired and which values the function returns."""
+
+    #: ``bn(conv(x))[0]``
+    CONV_BN = "conv-bn"
+    #: ``bn2(conv2(relu(bn1(conv1(x))[0])))[0]``
+    CHAIN = "conv-bn-relu-conv-bn"
+    #: returns ``(bn(conv(x))[0], conv(x))``: the conv output has a second consumer.
+    CONV_SHARED = "conv-shared"
+    #: returns all three batch_norm outputs ``(out, new_mean, new_var)``.
+    BN_STATS = "bn-stats"
+    #: ``bn(x)[0]``: a batch_norm not fed by a conv.
+    BN_ONLY = "bn-only"
+
+    @property
+    def n_blocks(self) -> int:
+        return 2 if self is Topology.CHAIN else 1
+
+    @property
+    def has_conv(self) -> bool:
+        return self is not Topology.BN_ONLY
+
+
+def np_dtype(dtype: str) -> np.dtype[Any]:
+    """The NumPy dtype for a case dtype name (bfloat16 via ml_dtypes)."""
+    if dtype == "bfloat16":
+        return np.dtype(ml_dtypes.bfloat16)
+    if dtype in ("float16", "float32", "float64"):
+        return np.dtype(dtype)
+    raise CaseError("dtype", f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
+
+
+@dataclass(frozen=True)
+class Tensor:
+    """A dense tensor: dtype, shape and row-major values (exact Python floats)."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    values: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        np_dtype(self.dtype)
+        if any(d < 1 for d in self.shape):
+            raise CaseError("shape", f"dimensions must be positive, got {self.shape}")
+        if len(self.values) != math.prod(self.shape):
+            raise CaseError(
+                "values",
+                f"{len(self.values)} values do not fill shape {list(self.shape)} "
+                f"({math.prod(self.shape)} elements)",
+            )
+
+    @classmethod
+    def from_numpy(cls, array: np.ndarray[Any, Any], dtype: str) -> Tensor:
+        with np.errstate(over="ignore"):  # values beyond the dtype's range become inf here
+            exact = np.asarray(array).astype(np_dtype(dtype))
+        return cls(
+            dtype, tuple(exact.shape), tuple(float(v) for v in exact.astype(np.float64).ravel())
+        )
+
+    def numpy(self) -> np.ndarray[Any, Any]:
+        """The values as an array of this tensor's own dtype (exact)."""
+        return (
+            np.array(self.values, dtype=np.float64).reshape(self.shape).astype(np_dtype(self.dtype))
+        )
+
+    def float64(self) -> np.ndarray[Any, Any]:
+        return np.array(self.values, dtype=np.float64).reshape(self.shape)
+
+
+@dataclass(frozen=True)
+class Conv2dAttrs:
+    """Attributes of ``relax.op.nn.conv2d`` (``out_dtype=""`` means the input dtype)."""
+
+    strides: tuple[int, int] = (1, 1)
+    padding: tuple[int, int, int, int] = (0, 0, 0, 0)  # top, left, bottom, right
+    dilation: tuple[int, int] = (1, 1)
+    groups: int = 1
+    data_layout: str = "NCHW"
+    kernel_layout: str = "OIHW"
+    out_dtype: str = ""
+
+    def __post_init__(self) -> None:
+        if self.data_layout not in DATA_LAYOUTS:
+            raise CaseError("data_layout", f"unknown layout {self.data_layout!r}")
+        if self.kernel_layout not in KERNEL_LAYOUTS:
+            raise CaseError("kernel_layout", f"unknown layout {self.kernel_layout!r}")
+        if self.out_dtype:
+            np_dtype(self.out_dtype)
+        if self.groups < 1:
+            raise CaseError("groups", f"must be positive, got {self.groups}")
+
+    @property
+    def channel_axis(self) -> int:
+        """The channel axis of the conv's data and output (out_layout = data_layout)."""
+        return self.data_layout.index("C")
+
+
+def kernel_shape(attrs: Conv2dAttrs, c_in: int, c_out: int, kh: int, kw: int) -> tuple[int, ...]:
+    """The weight shape for a kernel layout; ``I`` is ``c_in // groups``."""
+    dims = {"O": c_out, "I": c_in // attrs.groups, "H": kh, "W": kw}
+    return tuple(dims[d] for d in attrs.kernel_layout)
+
+
+def kernel_to_oihw(attrs: Conv2dAttrs, weight: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+    """Transpose a weight array from its kernel layout to OIHW."""
+    return np.transpose(weight, [attrs.kernel_layout.index(d) for d in "OIHW"])
+
+
+@dataclass(frozen=True)
+class BatchNormAttrs:
+    """Attributes of ``relax.op.nn.batch_norm``. ``axis`` may be negative."""
+
+    axis: int = 1
+    epsilon: float = 1e-5
+    center: bool = True
+    scale: bool = True
+    momentum: float = 0.1
+    training: bool = False
+
+    def __post_init__(self) -> None:
+        if not (self.epsilon >= 0 and math.isfinite(self.epsilon)):
+            raise CaseError("epsilon", f"must be finite and non-negative, got {self.epsilon!r}")
+        if not 0 <= self.momentum <= 1:
+            raise CaseError("momentum", f"must lie in [0, 1], got {self.momentum!r}")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One ``batch_norm(conv2d(x, weight), gamma, beta, mean, var)``.
+
+    ``conv`` and ``weight`` are None for the ``bn-only`` topology.
+    """
+
+    bn: BatchNormAttrs
+    gamma: Tensor
+    beta: Tensor
+    mean: Tensor
+    var: Tensor
+    conv: Conv2dAttrs | None = None
+    weight: Tensor | None = None
+
+    def operand(self, name: str) -> Tensor | None:
+        if name not in OPERANDS:
+            raise CaseError("operand", f"unknown operand {name!r}; expected one of {OPERANDS}")
+        value: Tensor | None = getattr(self, name)
+        return value
+
+
+@dataclass(frozen=True)
+class Case:
+    """One generated example: topology, input, blocks, and the parameter set.
+
+    ``parameters`` names the block operands (from :data:`OPERANDS`) that are
+    function parameters in every block; all other operands are bound constants.
+    """
+
+    topology: Topology
+    data: Tensor
+    blocks: tuple[Block, ...]
+    parameters: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if len(self.blocks) != self.topology.n_blocks:
+            raise CaseError(
+                "blocks", f"topology {self.topology.value} needs {self.topology.n_blocks} block(s)"
+            )
+        for name in self.parameters:
+            if name not in OPERANDS:
+                raise CaseError("parameters", f"unknown operand {name!r}; expected {OPERANDS}")
+        for i, block in enumerate(self.blocks):
+            if self.topology.has_conv != (block.conv is not None and block.weight is not None):
+                raise CaseError(
+                    f"blocks[{i}].conv", "conv and weight must be given iff the topology has a conv"
+                )
+
+    @property
+    def dtype(self) -> str:
+        return self.data.dtype
+
+    def attributes(self) -> dict[str, Any]:
+        """The attributes that classify a case (the CLI's ``attributes`` object)."""
+        block = self.blocks[0]
+        conv = block.conv
+        return {
+            "topology": self.topology.value,
+            "dtype": self.dtype,
+            "out_dtype": (conv.out_dtype or self.dtype) if conv else self.dtype,
+            "data_layout": conv.data_layout if conv else "NCHW",
+            "kernel_layout": conv.kernel_layout if conv else None,
+            "axis": block.bn.axis,
+            "center": block.bn.center,
+            "scale": block.bn.scale,
+            "training": block.bn.training,
+            "groups": conv.groups if conv else None,
+            "parameters": list(self.parameters),
+        }
+
+
+# ---------------------------------------------------------------------------
+# JSON round-trip
+
+
+def _tensor_to_json(t: Tensor) -> dict[str, Any]:
+    return {"dtype": t.dtype, "shape": list(t.shape), "values": [v.hex() for v in t.values]}
+
+
+def _tensor_from_json(obj: Any, where: str) -> Tensor:
+    data = _mapping(obj, where)
+    shape = _get(data, "shape", list, where)
+    values = _get(data, "values", list, where)
+    try:
+        floats = tuple(float.fromhex(v) if isinstance(v, str) else float(v) for v in values)
+    except (TypeError, ValueError) as exc:
+        raise CaseError(f"{where}.values", f"not a list of hex floats ({exc})") from None
+    if not all(isinstance(d, int) for d in shape):
+        raise CaseError(f"{where}.shape", f"must be a list of integers, got {shape!r}")
+    try:
+        return Tensor(_get(data, "dtype", str, where), tuple(shape), floats)
+    except CaseError as exc:
+        raise CaseError(f"{where}.{exc.field}", str(exc).split(": ", 1)[1]) from None
+
+
+def _mapping(obj: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(obj, Mapping):
+        raise CaseError(where, f"expected an object, got {type(obj).__name__}")
+    return obj
+
+
+def _get(data: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
+    if key not in data:
+        raise CaseError(f"{where}.{key}", "missing")
+    value = data[key]
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise CaseError(f"{where}.{key}", f"expected {kind.__name__}, got {value!r}")
+    return value
+
+
+def case_to_json(case: Case) -> dict[str, Any]:
+    """A JSON-ready dict with exact float bits and the schema version."""
+
+    def block(b: Block) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "bn": {
+                "axis": b.bn.axis,
+                "epsilon": b.bn.epsilon.hex(),
+                "center": b.bn.center,
+                "scale": b.bn.scale,
+                "momentum": b.bn.momentum.hex(),
+                "training": b.bn.training,
+            },
+        }
+        for name in OPERANDS:
+            t = b.operand(name)
+            if t is not None:
+                out[name] = _tensor_to_json(t)
+        if b.conv is not None:
+            c = b.conv
+            out["conv"] = {
+                "strides": list(c.strides),
+                "padding": list(c.padding),
+                "dilation": list(c.dilation),
+                "groups": c.groups,
+                "data_layout": c.data_layout,
+                "kernel_layout": c.kernel_layout,
+                "out_dtype": c.out_dtype,
+            }
+        return out
+
+    return {
+        "schema": SCHEMA_VERSION,
+        "topology": case.topology.value,
+        "parameters": list(case.parameters),
+        "data": _tensor_to_json(case.data),
+        "blocks": [block(b) for b in case.blocks],
+    }
+
+
+def _hexfloat(data: Mapping[str, Any], key: str, where: str) -> float:
+    value = _get(data, key, object, where)
+    try:
+        return float.fromhex(value) if isinstance(value, str) else float(value)
+    except (TypeError, ValueError):
+        raise CaseError(f"{where}.{key}", f"not a float: {value!r}") from None
+
+
+def _ints(data: Mapping[str, Any], key: str, n: int, where: str) -> tuple[int, ...]:
+    value = _get(data, key, list, where)
+    if len(value) != n or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise CaseError(f"{where}.{key}", f"expected {n} integers, got {value!r}")
+    return tuple(value)
+
+
+def case_from_json(obj: Any) -> Case:
+    """Parse :func:`case_to_json` output; raises :class:`CaseError` naming the field."""
+    data = _mapping(obj, "case")
+    schema = _get(data, "schema", int, "case")
+    if schema != SCHEMA_VERSION:
+        raise CaseError(
+            "case.schema", f"unknown schema version {schema}; this tool reads {SCHEMA_VERSION}"
+        )
+    try:
+        topology = Topology(_get(data, "topology", str, "case"))
+    except ValueError:
+        raise CaseError(
+            "case.topology", f"unknown topology; expected one of {[t.value for t in Topology]}"
+        ) from None
+    blocks = []
+    for i, raw in enumerate(_get(data, "blocks", list, "case")):
+        where = f"case.blocks[{i}]"
+        b = _mapping(raw, where)
+        bn_raw = _mapping(_get(b, "bn", dict, where), f"{where}.bn")
+        try:
+            bn = BatchNormAttrs(
+                axis=_get(bn_raw, "axis", int, f"{where}.bn"),
+                epsilon=_hexfloat(bn_raw, "epsilon", f"{where}.bn"),
+                center=_get(bn_raw, "center", bool, f"{where}.bn"),
+                scale=_get(bn_raw, "scale", bool, f"{where}.bn"),
+                momentum=_hexfloat(bn_raw, "momentum", f"{where}.bn"),
+                training=_get(bn_raw, "training", bool, f"{where}.bn"),
+            )
+            conv = None
+            if "conv" in b:
+                c = _mapping(b["conv"], f"{where}.conv")
+                w = f"{where}.conv"
+                conv = Conv2dAttrs(
+                    strides=_ints(c, "strides", 2, w),  # type: ignore[arg-type]
+                    padding=_ints(c, "padding", 4, w),  # type: ignore[arg-type]
+                    dilation=_ints(c, "dilation", 2, w),  # type: ignore[arg-type]
+                    groups=_get(c, "groups", int, w),
+                    data_layout=_get(c, "data_layout", str, w),
+                    kernel_layout=_get(c, "kernel_layout", str, w),
+                    out_dtype=_get(c, "out_dtype", str, w),
+                )
+        except CaseError as exc:
+            if exc.field.startswith("case."):
+                raise
+            raise CaseError(f"{where}.{exc.field}", str(exc).split(": ", 1)[1]) from None
+        tensors = {
+            name: _tensor_from_json(b[name], f"{where}.{name}") for name in OPERANDS if name in b
+        }
+        for name in ("gamma", "beta", "mean", "var"):
+            if name not in tensors:
+                raise CaseError(f"{where}.{name}", "missing")
+        blocks.append(
+            Block(
+                bn=bn,
+                conv=conv,
+                weight=tensors.get("weight"),
+                gamma=tensors["gamma"],
+                beta=tensors["beta"],
+                mean=tensors["mean"],
+                var=tensors["var"],
+            )
+        )
+    params = _get(data, "parameters", list, "case")
+    try:
+        return Case(
+            topology=topology,
+            data=_tensor_from_json(_get(data, "data", dict, "case"), "case.data"),
+            blocks=tuple(blocks),
+            parameters=tuple(params),
+        )
+    except CaseError as exc:
+        if exc.field.startswith("case."):
+            raise
+        raise CaseError(f"case.{exc.field}", str(exc).split(": ", 1)[1]) from None
+
+
+def dumps(case: Case) -> str:
+    """Stable text form: sorted keys, two-space indent, trailing newline."""
+    return json.dumps(case_to_json(case), sort_keys=True, indent=2) + "\n"
+
+
+def loads(text: str) -> Case:
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CaseError("case", f"not valid JSON ({exc})") from None
+    return case_from_json(obj)
+
+
+def same_bits(a: Sequence[float], b: Sequence[float]) -> bool:
+    """Exact float-bit equality (tells -0.0 from 0.0)."""
+    return len(a) == len(b) and all(x.hex() == y.hex() for x, y in zip(a, b, strict=True))

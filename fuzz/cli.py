@@ -1,0 +1,244 @@
+"""The ``bnfuzz`` command line.
+
+``bnfuzz run --pass P [--budget SECONDS | --max-examples N] [--seed S] [--out DIR] [--json]``
+
+Exit codes: 0 no findings, 1 findings, 2 usage error (bad arguments, unknown pass,
+unwritable output folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+
+class UsageError(Exception):
+    """Bad command-line input: reported in one line, exit 2."""
+
+
+def _positive(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        return value
+
+    return parse
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bnfuzz",
+        description="Hypothesis-driven fuzzer for batch-norm-folding passes (TVM Relax).",
+        epilog="Exit codes: 0 no findings, 1 findings, 2 usage error.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser(
+        "run",
+        help="fuzz one pass and report every distinct bug, each shrunk to a minimal case",
+        description="Generate conv+batch_norm graphs, run them through the pass on the llvm Relax VM, "
+        "judge against a float64 reference, and shrink each distinct finding.",
+        epilog="Exit codes: 0 no findings, 1 findings, 2 usage error.",
+    )
+    run.add_argument(
+        "--pass",
+        dest="pass_name",
+        required=True,
+        metavar="P",
+        help="the pass under test: 'upstream' (TVM's FoldBatchnormToConv2D), 'identity' "
+        "(changes nothing), or MODULE:ATTR naming a pass class, factory or instance",
+    )
+    limit = run.add_argument_group("budget (default: --budget 60)")
+    limit.add_argument(
+        "--budget",
+        type=_positive(float),
+        metavar="SECONDS",
+        help="stop generating new examples after this many seconds (shrinking may add a little)",
+    )
+    limit.add_argument(
+        "--max-examples",
+        type=_positive(int),
+        metavar="N",
+        help="stop after N generated examples (shrinking steps are not counted)",
+    )
+    run.add_argument(
+        "--seed", type=int, default=0, help="seed of the Hypothesis search (default 0)"
+    )
+    run.add_argument(
+        "--shrink-seconds",
+        type=_positive(float),
+        default=120.0,
+        metavar="SECONDS",
+        help="longest time spent shrinking one finding (default 120)",
+    )
+    run.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="write each shrunk finding as a JSON file into DIR (created if missing)",
+    )
+    run.add_argument("--json", action="store_true", help="print one JSON summary object on stdout")
+    return parser
+
+
+def _check_out_dir(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".bnfuzz-probe-"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_=" else "_" for c in text)[:120]
+
+
+def _run(args: argparse.Namespace) -> int:
+    from fuzz.passes import UnknownPass, resolve_pass
+
+    try:
+        make_pass = resolve_pass(args.pass_name)
+    except UnknownPass as exc:
+        raise UsageError(str(exc)) from None
+    if args.out is not None:
+        _check_out_dir(args.out)
+    budget = args.budget
+    if budget is None and args.max_examples is None:
+        budget = 60.0
+
+    from fuzz.campaign import Progress, run_campaign
+    from fuzz.case import case_to_json
+    from fuzz.compat import tvm_version
+
+    last_print = [0.0]
+
+    def progress(p: Progress) -> None:
+        now = time.monotonic()
+        if now - last_print[0] < 5 and not p.shrinking:
+            return
+        last_print[0] = now
+        state = "shrinking a new finding" if p.shrinking else "searching"
+        print(
+            f"[{p.seconds:6.1f}s] {p.examples} examples, {len(p.hits)} distinct findings, {state}",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    result = run_campaign(
+        make_pass,
+        budget_seconds=budget,
+        max_examples=args.max_examples,
+        seed=args.seed,
+        shrink_seconds=args.shrink_seconds,
+        on_progress=progress,
+    )
+    findings = []
+    for hit in result.hits:
+        entry = {
+            "signature": str(hit.signature),
+            "symptom": hit.finding.symptom.value,
+            "stage": hit.finding.stage,
+            "error_type": hit.finding.error_type,
+            "message": hit.finding.message,
+            "first_seconds": round(hit.first_seconds, 3),
+            "shrink_seconds": round(hit.shrink_seconds, 3),
+            "hits": hit.hits,
+            "attributes": hit.checked.case.attributes(),
+        }
+        findings.append(entry)
+        if args.out is not None:
+            record = dict(
+                entry,
+                case=case_to_json(hit.checked.case),
+                tvm=tvm_version(),
+                pass_name=args.pass_name,
+                seed=args.seed,
+            )
+            _write_atomic(
+                args.out / f"{_slug(str(hit.signature))}.json",
+                json.dumps(record, sort_keys=True, indent=2) + "\n",
+            )
+    summary = {
+        "pass": args.pass_name,
+        "seed": args.seed,
+        "examples": result.examples,
+        "seconds": round(result.seconds, 3),
+        "findings": findings,
+        "lowering": dict(result.lowering),
+        "tvm": tvm_version(),
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        _print_table(summary)
+    return EXIT_FINDINGS if findings else EXIT_CLEAN
+
+
+def _print_table(summary: dict[str, Any]) -> None:
+    print(
+        f"{summary['examples']} examples in {summary['seconds']:.0f} s against pass "
+        f"{summary['pass']!r} (TVM {summary['tvm']}): {len(summary['findings'])} distinct findings"
+    )
+    if not summary["findings"]:
+        return
+    rows = [("signature", "stage", "first hit", "hits", "message")]
+    for f in summary["findings"]:
+        rows.append(
+            (
+                f["signature"],
+                f["stage"],
+                f"{f['first_seconds']:.1f} s",
+                str(f["hits"]),
+                f["message"][:90],
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) + "  " + r[4])
+    if summary["lowering"]:
+        print("lowering findings (unfolded program outside its own bound, not the pass):")
+        for sig, n in summary["lowering"].items():
+            print(f"  {sig}: {n}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
+        return int(exc.code or 0)
+    try:
+        if args.command == "run":
+            return _run(args)
+    except UsageError as exc:
+        print(f"bnfuzz: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    parser.error(f"unknown command {args.command!r}")
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""The pass registry: resolve a pass *name* to a *factory* of fresh TVM passes.
+
+A :data:`PassFactory` is a zero-argument callable returning a new
+``tvm.ir.transform.Pass`` each call, so no state leaks between examples (upstream's
+pass object keeps the last module in ``self.mod``).
+
+Names:
+
+- a builtin name from :data:`BUILTIN_PASSES` (``upstream``, ``identity``; a ``fixed``
+  pass joins by adding one entry there), each a ``"module:attr"`` string;
+- any ``"module:attr"``: the module is imported and ``attr`` looked up. It may be a
+  pass class (``@function_pass`` on a class), a factory function, or a pass instance
+  (then every call returns that same instance).
+
+Key idea: every resolution failure is one exception type, :class:`UnknownPass`, whose
+message says what was given, what exists, and the close matches, so a typo on the
+command line is answered with the fix.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import tvm
+from tvm import relax
+
+__all__ = [
+    "BUILTIN_PASSES",
+    "PassFactory",
+    "UnknownPass",
+    "available_passes",
+    "identity",
+    "resolve_pass",
+]
+
+#: A zero-argument callable returning a fresh pass.
+PassFactory = Callable[[], Any]
+
+#: Builtin pass names and the ``"module:attr"`` each stands for.
+BUILTIN_PASSES: dict[str, str] = {
+    "upstream": "tvm.relax.transform:FoldBatchnormToConv2D",
+    "identity": "fuzz.passes:identity",
+}
+
+
+class UnknownPass(ValueError):
+    """A pass name that does not resolve to a pass factory."""
+
+
+def available_passes() -> list[str]:
+    """The builtin pass names, sorted."""
+    return sorted(BUILTIN_PASSES)
+
+
+def _unchanged(func: Any, mod: Any, ctx: Any) -> Any:
+    return func
+
+
+def identity() -> tvm.ir.transform.Pass:
+    """A Relax function pass that returns every function unchanged (the control)."""
+    return relax.transform.function_pass(_unchanged, opt_level=0, name="Identity")
+
+
+def _suggest(given: str, candidates: list[str]) -> str:
+    close = difflib.get_close_matches(given, candidates, n=3, cutoff=0.6)
+    return f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+
+
+def _unknown(name: str, reason: str, candidates: list[str] | None = None) -> UnknownPass:
+    builtins = available_passes()
+    suggest = _suggest(name, candidates if candidates is not None else builtins)
+    return UnknownPass(
+        f"unknown pass {name!r}: {reason}.{suggest} "
+        f"Available: {', '.join(builtins)}, or MODULE:ATTR naming a pass class, "
+        "factory function or pass instance."
+    )
+
+
+def _as_factory(name: str, obj: Any) -> PassFactory:
+    """Turn a pass class, factory function or pass instance into a checked factory."""
+    if isinstance(obj, tvm.ir.transform.Pass):
+        instance = obj
+
+        def same() -> Any:
+            return instance
+
+        return same
+    if not callable(obj):
+        raise _unknown(name, f"{type(obj).__name__} object is neither a pass nor callable", [])
+
+    def make() -> Any:
+        made = obj()
+        if not isinstance(made, tvm.ir.transform.Pass):
+            raise UnknownPass(
+                f"pass {name!r} returned {type(made).__name__}, not a tvm.ir.transform.Pass"
+            )
+        return made
+
+    try:  # fail now, at resolution, rather than mid-run
+        make()
+    except UnknownPass:
+        raise
+    except Exception as exc:
+        raise UnknownPass(
+            f"pass {name!r}: calling it with no arguments raised {type(exc).__name__}: {exc}"
+        ) from None
+    return make
+
+
+def resolve_pass(name: str) -> PassFactory:
+    """The factory for ``name`` (a builtin name or ``"module:attr"``).
+
+    Raises :class:`UnknownPass` naming the problem and the close matches.
+    """
+    spec = BUILTIN_PASSES.get(name, name)
+    if ":" not in spec:
+        raise _unknown(name, "not a builtin name and not of the form MODULE:ATTR")
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise _unknown(name, f"cannot import module {module_name!r} ({exc})", []) from None
+    if not hasattr(module, attr):
+        public = [a for a in dir(module) if not a.startswith("_")]
+        suggest = _suggest(attr, public)
+        raise UnknownPass(
+            f"unknown pass {name!r}: module {module_name!r} has no attribute {attr!r}.{suggest}"
+        )
+    return _as_factory(name, getattr(module, attr))

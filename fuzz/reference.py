@@ -1,0 +1,368 @@
+"""Reference: exact semantics of a case, and how far a correct program may stray.
+
+For every output of a :class:`~fuzz.case.Case` this computes an
+:class:`Expected`:
+
+``value``
+    the result in wide arithmetic (float64; ``numpy.longdouble`` for float64
+    cases, so the reference is wider than what it judges), following TVM's
+    operator semantics op by op: conv2d with every attribute, batch_norm with
+    ``axis``, ``epsilon`` (rounded to the data dtype as TVM's lowering does),
+    ``center``, ``scale``, ``training`` (batch statistics) and ``momentum``.
+``bound``
+    an a-priori error bound that any correct program in the case's dtype
+    meets, folded or not (BACKGROUND section 5)::
+
+        bound = SAFETY * (gamma_{n+k}(u) * A + Z) + reference error
+
+    ``A`` is the per-element *magnitude budget*: what the result would be if
+    every term were added with the same sign (``|s| * (|W| conv |X| + |mean|)
+    + |beta|`` for one block, composed through the graph). ``Z`` collects the
+    absolute errors of underflow (at most half a subnormal step per rounding),
+    amplified by everything downstream, and the relative error of the scale
+    ``s = gamma / sqrt(var + eps)`` when ``var + eps`` is subnormal.
+``robust``
+    where the *unfolded* program is robustly finite: every intermediate it
+    computes, widened by its error bound, stays below ``max(dtype) / RANGE_MARGIN``
+    and no denominator rounds to zero. Only there may a folded program be
+    required to be finite.
+``judged``
+    ``robust`` and a finite bound: where the oracle compares numbers at all.
+
+Intermediates after the conv are bounded by their *values* plus errors (a
+cancelling conv makes ``q = (y - mean) / sqrt(var + eps)`` small even when the
+budget is huge); partial sums inside the conv can only be bounded by the
+budget. That is what makes the public NaN report (x = 1e13, W = +-1e13,
+gamma = 1e13) a finding: the unfolded intermediates peak near 1e26.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from fuzz.case import Block, Case, Conv2dAttrs, Topology, kernel_to_oihw, np_dtype
+
+#: Factor between the rounding error we derive and the bound we enforce. The
+#: derivation keeps first-order terms only and assumes one rounding per op;
+#: 2 covers second-order terms and a fold's extra multiply by a split scale.
+SAFETY = 2.0
+#: Rounded operations per batch_norm beyond the dot product, counted generously:
+#: subtract, add eps, sqrt, divide, multiply, add, plus two for a fold that
+#: computes and applies its scale in steps.
+BN_ROUNDINGS = 8
+#: Roundings of the reference itself, in its own wide unit, per element (generous:
+#: dot products here have at most a few hundred terms, each rounding is relative
+#: to the budget).
+REFERENCE_ROUNDINGS = 1024
+#: An intermediate counts as safely inside the range below max / RANGE_MARGIN.
+RANGE_MARGIN = 2.0
+
+
+@dataclass(frozen=True)
+class DtypeFacts:
+    """Unit roundoff, smallest subnormal and largest finite value of a dtype."""
+
+    u: float
+    tiny: float
+    max: float
+
+
+def dtype_facts(dtype: str) -> DtypeFacts:
+    info = ml_dtypes.finfo(np_dtype(dtype))
+    return DtypeFacts(
+        u=float(info.eps) / 2, tiny=float(info.smallest_subnormal), max=float(info.max)
+    )
+
+
+def gamma_k(k: int, u: float) -> float:
+    """Higham's gamma_k(u) = k u / (1 - k u): the error factor of k roundings."""
+    return k * u / (1 - k * u) if k * u < 0.5 else float("inf")
+
+
+@dataclass(frozen=True)
+class Expected:
+    """The reference for one output of a case."""
+
+    dtype: str
+    value: np.ndarray[Any, Any]
+    bound: np.ndarray[Any, Any]
+    robust: np.ndarray[Any, Any]
+    judged: np.ndarray[Any, Any]
+    budget: np.ndarray[Any, Any]
+
+
+@dataclass(frozen=True)
+class Reference:
+    """All outputs of a case, plus search signals for ``hypothesis.target``."""
+
+    outputs: tuple[Expected, ...]
+    #: log2 of the largest |s| * (|W| conv |X|) over robust elements, relative to the
+    #: dtype max: near 0 or above means a fold that scales weights by s may overflow
+    #: although the unfolded program is finite.
+    fold_pressure: float
+
+
+@dataclass
+class _Tracked:
+    """A tensor in the analysis: value, budget A, relative coefficient g, absolute Z."""
+
+    dtype: str
+    value: np.ndarray[Any, Any]
+    budget: np.ndarray[Any, Any]
+    g: float
+    z: np.ndarray[Any, Any]
+    robust: np.ndarray[Any, Any]
+
+    def error(self) -> np.ndarray[Any, Any]:
+        return self.g * self.budget + self.z
+
+
+def _wide(dtype: str) -> type:
+    """The arithmetic of the reference: wider than the dtype it judges."""
+    return np.longdouble if dtype == "float64" else np.float64
+
+
+def _leaf(array: np.ndarray[Any, Any], dtype: str, wide: type) -> _Tracked:
+    v: np.ndarray[Any, Any] = np.asarray(array, dtype=np.float64).astype(wide)
+    return _Tracked(dtype, v, np.abs(v), 0.0, np.zeros_like(v), np.ones(v.shape, dtype=bool))
+
+
+def _round_to(x: float, dtype: str, wide: type) -> Any:
+    return wide(np.asarray(x, dtype=np.float64).astype(np_dtype(dtype)).astype(np.float64))
+
+
+def _in_range(hi: np.ndarray[Any, Any], facts: DtypeFacts) -> np.ndarray[Any, Any]:
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.asarray(np.isfinite(hi) & (hi * RANGE_MARGIN < facts.max))
+
+
+def conv2d_nchw(
+    x: np.ndarray[Any, Any], w: np.ndarray[Any, Any], attrs: Conv2dAttrs
+) -> np.ndarray[Any, Any]:
+    """Grouped, strided, dilated, padded 2-D convolution of NCHW data with OIHW weights."""
+    n, c_in, h, wd = x.shape
+    c_out, c_per_group, kh, kw = w.shape
+    g = attrs.groups
+    pt, pl, pb, pr = attrs.padding
+    sh, sw = attrs.strides
+    dh, dw = attrs.dilation
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    ho = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
+    wo = (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    out = np.zeros((n, g, c_out // g, ho, wo), dtype=np.result_type(x, w))
+    wg = w.reshape(g, c_out // g, c_per_group, kh, kw)
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[
+                :,
+                :,
+                i * dh : i * dh + sh * (ho - 1) + 1 : sh,
+                j * dw : j * dw + sw * (wo - 1) + 1 : sw,
+            ]
+            patch = patch.reshape(n, g, c_in // g, ho, wo)
+            out += np.einsum("ngchw,goc->ngohw", patch, wg[:, :, :, i, j])
+    return out.reshape(n, c_out, ho, wo)
+
+
+def _conv(x: _Tracked, block: Block, wide: type) -> _Tracked:
+    attrs = block.conv
+    assert attrs is not None and block.weight is not None
+    out_dtype = attrs.out_dtype or x.dtype
+    facts = dtype_facts(out_dtype)
+    w = kernel_to_oihw(attrs, block.weight.float64().astype(wide))
+    to_nchw = (0, 3, 1, 2) if attrs.data_layout == "NHWC" else (0, 1, 2, 3)
+    back = (0, 2, 3, 1) if attrs.data_layout == "NHWC" else (0, 1, 2, 3)
+
+    def conv(a: np.ndarray[Any, Any], weight: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        return conv2d_nchw(np.transpose(a, to_nchw), weight, attrs).transpose(back)
+
+    n_terms = w.shape[1] * w.shape[2] * w.shape[3]
+    value = conv(x.value, w)
+    budget = conv(x.budget, np.abs(w))
+    z = conv(x.z, np.abs(w)) + 2 * n_terms * facts.tiny
+    g = x.g + gamma_k(n_terms, facts.u)
+    # Partial sums are bounded by the budget only.
+    partial_hi = budget * (1 + SAFETY * g) + SAFETY * z
+    robust = _in_range(partial_hi, facts) & bool(x.robust.all())
+    return _Tracked(out_dtype, value, budget, g, z, robust)
+
+
+def _param_shape(ndim: int, axis: int, length: int) -> tuple[int, ...]:
+    shape = [1] * ndim
+    shape[axis] = length
+    return tuple(shape)
+
+
+def _bn_scale(block: Block, dtype: str, wide: type, var: np.ndarray[Any, Any]) -> tuple[Any, Any]:
+    """(denominator var + eps in the dtype's eps, scale s = gamma / sqrt(that))."""
+    eps = _round_to(block.bn.epsilon, dtype, wide)
+    d = var + eps
+    gamma = block.gamma.float64().astype(wide) if block.bn.scale else wide(1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = gamma / np.sqrt(d)
+    return d, s
+
+
+def _batch_norm(x: _Tracked, block: Block, wide: type) -> tuple[_Tracked, _Tracked, _Tracked]:
+    """Output 0 (normalised data) and outputs 1, 2 (new mean, new variance)."""
+    bn = block.bn
+    dtype = x.dtype
+    facts = dtype_facts(dtype)
+    ndim = x.value.ndim
+    axis = bn.axis % ndim
+    c = x.value.shape[axis]
+    shape = _param_shape(ndim, axis, c)
+    mean: np.ndarray[Any, Any] = block.mean.float64().astype(wide)
+    var: np.ndarray[Any, Any] = block.var.float64().astype(wide)
+    beta = block.beta.float64().astype(wide) if bn.center else np.zeros(c, dtype=wide)
+    eta = facts.tiny
+
+    with np.errstate(all="ignore"):
+        if bn.training:
+            reduce_axes = tuple(i for i in range(ndim) if i != axis)
+            m = x.value.size // c
+            err_in = x.error()
+            mu = x.value.mean(axis=reduce_axes)
+            dev = x.value - mu.reshape(shape)
+            var_b = (dev * dev).mean(axis=reduce_axes)
+            e_mu = (
+                err_in.mean(axis=reduce_axes)
+                + gamma_k(m + 1, facts.u) * x.budget.mean(axis=reduce_axes)
+                + eta
+            )
+            e_dev = (
+                err_in
+                + e_mu.reshape(shape)
+                + facts.u * (np.abs(dev) + err_in + e_mu.reshape(shape))
+            )
+            e_var = (
+                (2 * np.abs(dev) * e_dev + e_dev * e_dev).mean(axis=reduce_axes)
+                + gamma_k(m + 3, facts.u) * ((np.abs(dev) + e_dev) ** 2).mean(axis=reduce_axes)
+                + eta
+            )
+            d, s = _bn_scale(block, dtype, wide, var_b)
+            margin = d - 2 * e_var
+            rho = np.where(margin > 0, e_var / (2 * np.where(margin > 0, margin, 1)), np.inf)
+            rho = rho + 3 * facts.u + eta / np.where(d > 0, d, 1)
+            sr = s.reshape(shape)
+            center = mu.reshape(shape)
+            value = dev * sr + beta.reshape(shape)
+            budget = np.abs(sr) * (x.budget + np.abs(center)) + np.abs(beta).reshape(shape)
+            z = (
+                np.abs(sr) * (err_in + e_mu.reshape(shape)) * (1 + rho.reshape(shape))
+                + rho.reshape(shape) * np.abs(sr) * np.abs(dev)
+                + 4 * eta * (1 + np.abs(sr))
+            )
+            g = gamma_k(BN_ROUNDINGS, facts.u)
+            robust_axis = (d > eta) & (rho < 0.5)
+            q_hi = (np.abs(dev) + e_dev) / np.sqrt(np.where(d > 0, d, np.inf)).reshape(shape)
+            hi = [np.abs(x.value) + err_in, q_hi, np.abs(value) + SAFETY * (g * budget + z)]
+            mom = _round_to(bn.momentum, dtype, wide)
+            keep = _round_to(1 - bn.momentum, dtype, wide)
+            new_mean = _Tracked(
+                dtype,
+                keep * mean + mom * mu,
+                np.abs(keep * mean) + np.abs(mom * mu),
+                gamma_k(3, facts.u),
+                np.abs(mom) * e_mu + 2 * eta,
+                np.ones(c, dtype=bool),
+            )
+            new_var = _Tracked(
+                dtype,
+                keep * var + mom * var_b,
+                np.abs(keep * var) + np.abs(mom * var_b),
+                gamma_k(3, facts.u),
+                np.abs(mom) * e_var + 2 * eta,
+                np.isfinite(e_var),
+            )
+        else:
+            d, s = _bn_scale(block, dtype, wide, var)
+            sr, mr, br = s.reshape(shape), mean.reshape(shape), beta.reshape(shape)
+            t = x.value - mr
+            t_budget = x.budget + np.abs(mr)
+            value = t * sr + br
+            budget = np.abs(sr) * t_budget + np.abs(br)
+            g = x.g + gamma_k(BN_ROUNDINGS, facts.u)
+            # eps rounding is exact here (eps is the dtype's); var + eps may round to a
+            # subnormal, a relative error of up to eta / d in s.
+            rel_s = (eta / np.where(d > 0, d, 1)).reshape(shape)
+            z = np.abs(sr) * x.z + rel_s * np.abs(sr) * t_budget + 4 * eta * (1 + np.abs(sr))
+            robust_axis = d > eta
+            err = g * budget + z
+            q = t / np.sqrt(np.where(d > 0, d, np.inf)).reshape(shape)
+            q_budget = t_budget / np.sqrt(np.where(d > 0, d, np.inf)).reshape(shape)
+            hi = [
+                np.abs(t) + SAFETY * (x.g * t_budget + x.z + facts.u * t_budget),
+                np.broadcast_to(d.reshape(shape), t.shape),
+                np.abs(q) + SAFETY * (g * q_budget + z),
+                np.abs(value) + SAFETY * err,
+            ]
+            new_mean = _Tracked(
+                dtype, mean, np.abs(mean), 0.0, np.zeros(c, dtype=wide), np.ones(c, dtype=bool)
+            )
+            new_var = _Tracked(
+                dtype, var, np.abs(var), 0.0, np.zeros(c, dtype=wide), np.ones(c, dtype=bool)
+            )
+        robust = x.robust & np.broadcast_to(robust_axis.reshape(shape), x.value.shape)
+        for h in hi:
+            robust = robust & _in_range(np.broadcast_to(h, x.value.shape), facts)
+    out = _Tracked(dtype, value, budget, g, z, robust)
+    return out, new_mean, new_var
+
+
+def _relu(x: _Tracked) -> _Tracked:
+    return _Tracked(x.dtype, np.maximum(x.value, 0), x.budget, x.g, x.z, x.robust)
+
+
+def _finish(t: _Tracked) -> Expected:
+    with np.errstate(all="ignore"):
+        ref_u = float(np.finfo(t.value.dtype).eps) / 2
+        bound = SAFETY * t.error() + REFERENCE_ROUNDINGS * ref_u * t.budget
+        judged = t.robust & np.isfinite(bound) & np.isfinite(t.value)
+    return Expected(
+        dtype=t.dtype,
+        value=t.value,
+        bound=np.where(judged, bound, np.inf),
+        robust=np.asarray(t.robust & np.isfinite(t.value)),
+        judged=np.asarray(judged),
+        budget=t.budget,
+    )
+
+
+def reference(case: Case) -> Reference:
+    """The exact outputs of ``case`` and the error bounds of a correct program."""
+    wide = _wide(case.dtype)
+    x = _leaf(case.data.float64(), case.dtype, wide)
+    pressure = -np.inf
+    outputs: list[_Tracked] = []
+    for i, block in enumerate(case.blocks):
+        conv = _conv(x, block, wide) if case.topology.has_conv else x
+        out, new_mean, new_var = _batch_norm(conv, block, wide)
+        if case.topology.has_conv and not block.bn.training:
+            pressure = max(pressure, _fold_pressure(conv, block, wide))
+        if case.topology is Topology.CHAIN and i == 0:
+            x = _relu(out)
+            continue
+        outputs.append(out)
+        if case.topology is Topology.CONV_SHARED:
+            outputs.append(conv)
+        elif case.topology is Topology.BN_STATS:
+            outputs.extend([new_mean, new_var])
+    return Reference(tuple(_finish(t) for t in outputs), float(pressure))
+
+
+def _fold_pressure(conv: _Tracked, block: Block, wide: type) -> float:
+    """log2(max |s| * |W| conv |X| / dtype max) over robust elements."""
+    facts = dtype_facts(conv.dtype)
+    ndim = conv.value.ndim
+    axis = block.bn.axis % ndim
+    _, s = _bn_scale(block, conv.dtype, wide, block.var.float64().astype(wide))
+    with np.errstate(all="ignore"):
+        load = np.abs(s.reshape(_param_shape(ndim, axis, s.size))) * conv.budget
+        load = np.where(conv.robust & np.isfinite(load), load, 0)
+        peak = float(np.max(load)) if load.size else 0.0
+    return float(np.log2(peak / facts.max)) if peak > 0 else -np.inf

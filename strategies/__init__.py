@@ -1,0 +1,71 @@
+"""Hypothesis strategies for conv2d + batch_norm cases (specs only, no TVM).
+
+Everything here draws plain :mod:`fuzz.case` data (frozen dataclasses that
+round-trip through JSON), so generation is fast, TVM-free, and every example
+can be stored and replayed bit for bit.
+
+Public strategies
+-----------------
+``cases(*, dtypes, wide_out_dtypes, data_layouts, kernel_layouts, topologies,
+axes, negative_axes, epsilons, centers, scales, trainings, momenta,
+parameters, magnitudes, min_channels=1, max_channels=4, max_spatial=4,
+max_batch=2)``
+    Whole :class:`~fuzz.case.Case` specs: a topology (conv-bn, the
+    conv-bn-relu-conv-bn chain, conv-shared, bn-stats, bn-only), dtypes,
+    layouts, conv windows (kernel 1-3, stride 1-2, dilation 1-2, padding 0-1 per
+    side; every output at least 1x1), groups (including depthwise), batch_norm
+    attributes and values. A batch_norm axis that is not the channel axis names a
+    dimension built with length C, so a pass that ignores ``axis`` computes wrong
+    numbers instead of only crashing. Shrinks to one channel, batch 1, 1x1 data
+    and kernel, float32, NCHW, OIHW, conv-bn, every value 1.0.
+``conv2d_attrs(*, dtype, in_channels, out_channels, kernel_size, input_size,
+data_layouts, kernel_layouts, wide_out_dtypes)``
+    :class:`~fuzz.case.Conv2dAttrs` valid for the given channels (groups divide
+    both) and for the given kernel over the given input (output at least 1x1).
+``batch_norm_attrs(*, axes, epsilons, centers, scales, trainings, momenta)``
+    :class:`~fuzz.case.BatchNormAttrs`; center and scale shrink to True,
+    training to False, epsilon to 1e-5, momentum to 0.1.
+``tensors(*, dtype, shape, magnitudes, allow_negative=True)``
+    A :class:`~fuzz.case.Tensor` whose values all belong to one drawn
+    :class:`Magnitude`, exact in ``dtype`` and finite.
+
+Enums: :class:`Magnitude` (value classes) and :class:`Axis` (which dimension a
+batch_norm axis names: CHANNEL, BATCH, HEIGHT, WIDTH).
+
+Arguments that vary are strategies (``st.just(x)`` pins one); bounds are
+values. Bad arguments raise ``InvalidArgument`` eagerly, naming the argument and
+echoing its value. Nothing is filtered: shapes are valid by construction.
+
+Magnitude classes (absolute values; signs are drawn, except for variances)
+--------------------------------------------------------------------------
+============  ================  ===================  ==================  ===================
+class         float16           bfloat16             float32             float64
+============  ================  ===================  ==================  ===================
+ORDINARY      1.0, 2.0, -1.0, 0.5, -2.0, 3.0, -0.5 first; then floats in [-10, 10]
+ZERO          0.0 and -0.0 (variances: 0.0)
+CANCELLING    one ORDINARY or HUGE_SQRT value w as +w, -w, +w, ... (the case's data constant)
+TINY          [6.1e-5, 9.8e-4)  [1.2e-38, 1.9e-37)   [1.2e-38, 1.9e-37)  [2.2e-308, 3.6e-307)
+SUBNORMAL     [6.0e-8, 6.1e-5)  [9.2e-41, 1.2e-38)   [1.4e-45, 1.2e-38)  [4.9e-324, 2.2e-308)
+HUGE_SQRT     [64, 256)         [8.8e12, 1.8e19)     [8.8e12, 1.8e19)    [9.0e102, 1.3e154)
+HUGE          [8192, 65504]     [4.3e37, 3.39e38]    [4.3e37, 3.40e38]   [2.2e307, 1.8e308]
+============  ================  ===================  ==================  ===================
+
+Modules: :mod:`.graphs` (cases), :mod:`.attributes` (operator attributes),
+:mod:`.values` (magnitudes and tensors), :mod:`.geometry` (conv windows and
+groups valid by construction), :mod:`._validation` (argument checks).
+"""
+
+from __future__ import annotations
+
+from .attributes import Axis, batch_norm_attrs, conv2d_attrs
+from .graphs import cases
+from .values import Magnitude, tensors
+
+__all__ = [
+    "Axis",
+    "Magnitude",
+    "batch_norm_attrs",
+    "cases",
+    "conv2d_attrs",
+    "tensors",
+]

@@ -1,0 +1,99 @@
+"""Argument checks shared by the public strategies.
+
+Every check raises :class:`hypothesis.errors.InvalidArgument` with a message
+that names the argument and echoes its value (``min_channels=5 is larger than
+max_channels=3``), the way Hypothesis' own strategies do.
+
+Strategy arguments are checked twice: eagerly, as far as can be known without
+drawing (is it a strategy, can it generate anything, and for a plain
+``sampled_from``/``just`` are all its values acceptable), and again at draw
+time for every value actually drawn (see :func:`checked_draw`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from hypothesis.errors import InvalidArgument
+from hypothesis.strategies import DrawFn, SearchStrategy
+
+T = TypeVar("T")
+
+
+def check_strategy(value: object, name: str) -> None:
+    """``value`` must be a strategy that can generate at least one example."""
+    if not isinstance(value, SearchStrategy):
+        raise InvalidArgument(
+            f"{name}={value!r} must be a SearchStrategy; wrap a single value in st.just(...)"
+        )
+    try:
+        value.validate()
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"{name}={value!r} is not a valid strategy: {exc}") from exc
+    if value.is_empty:
+        raise InvalidArgument(f"{name}={value!r} can never generate a value")
+
+
+def known_values(strategy: SearchStrategy[Any]) -> tuple[Any, ...] | None:
+    """The values of a plain ``sampled_from(...)`` or ``just(...)``, else None.
+
+    This peeks at Hypothesis internals (pinned in ``pyproject.toml``) and only
+    makes eager validation more helpful: any failure to peek returns None, and
+    the draw-time check still applies.
+    """
+    try:
+        from hypothesis.strategies._internal.lazy import LazyStrategy
+        from hypothesis.strategies._internal.strategies import SampledFromStrategy
+    except ImportError:  # pragma: no cover - a future Hypothesis moved them
+        return None
+    inner: object = strategy
+    while isinstance(inner, LazyStrategy):
+        inner = inner.wrapped_strategy
+    if isinstance(inner, SampledFromStrategy) and not getattr(inner, "_transformations", ()):
+        return tuple(inner.elements)
+    return None
+
+
+def check_values(
+    strategy: SearchStrategy[Any], name: str, accept: Callable[[Any], bool], expected: str
+) -> None:
+    """Eagerly: every value a plain ``sampled_from``/``just`` can give must be accepted."""
+    check_strategy(strategy, name)
+    for value in known_values(strategy) or ():
+        if not accept(value):
+            raise InvalidArgument(
+                f"{name}={strategy!r} can generate {value!r}, which is not {expected}"
+            )
+
+
+def checked_draw(
+    draw: DrawFn,
+    strategy: SearchStrategy[T],
+    name: str,
+    accept: Callable[[Any], bool],
+    expected: str,
+) -> T:
+    """Draw from a user strategy and reject a value outside its domain."""
+    value = draw(strategy)
+    if not accept(value):
+        raise InvalidArgument(f"{name}={strategy!r} generated {value!r}, which is not {expected}")
+    return value
+
+
+def check_integer(value: object, name: str, *, min_value: int) -> int:
+    """``value`` must be an int (not a bool) no smaller than ``min_value``."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidArgument(f"{name}={value!r} must be an integer")
+    if value < min_value:
+        raise InvalidArgument(f"{name}={value!r} must be at least {min_value}")
+    return value
+
+
+def check_order(low_name: str, low: int, high_name: str, high: int) -> None:
+    if low > high:
+        raise InvalidArgument(f"{low_name}={low!r} is larger than {high_name}={high!r}")
+
+
+def is_bool(value: object) -> bool:
+    return isinstance(value, bool)

@@ -1,0 +1,441 @@
+"""Whole cases: :func:`cases`, the fuzzer's main entry point.
+
+Draw order (so examples shrink from the top down and each part stays local):
+topology, dtype, batch_norm axis, parameter set, then block by block its
+structure (groups and channels, layouts, out_dtype, a window per spatial
+dimension, batch), its batch_norm attributes and its values (the weight's
+class, then for the first block the data, then the weight and the four
+batch_norm operands, each its class then its values).
+
+Shapes are valid by construction. Each conv window comes from
+:func:`strategies.geometry.window_choices` together with the input sizes it
+accepts, so every output is at least 1x1. A non-channel batch_norm axis is made
+to bite by giving the named dimension of the batch_norm input length C:
+
+- ``Axis.BATCH``: the batch is C (``max_batch`` does not apply);
+- ``Axis.HEIGHT``/``Axis.WIDTH``: the first conv's window and input length are
+  drawn among those whose *output* length is C (input at most
+  ``max(max_spatial, C)``);
+- chain: both batch_norms use the same axis; with a non-channel axis the second
+  conv keeps C output channels and a window that preserves the named length.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.strategies import DrawFn, SearchStrategy
+
+from fuzz.case import (
+    DTYPES,
+    OPERANDS,
+    Block,
+    Case,
+    Conv2dAttrs,
+    Tensor,
+    Topology,
+    kernel_shape,
+)
+
+from ._validation import (
+    check_integer,
+    check_order,
+    check_values,
+    checked_draw,
+    is_bool,
+)
+from .attributes import (
+    DEFAULT_DATA_LAYOUTS,
+    DEFAULT_EPSILONS,
+    DEFAULT_KERNEL_LAYOUTS,
+    DEFAULT_MOMENTA,
+    FALSE_FIRST,
+    TRUE_FIRST,
+    Axis,
+    BatchNormOptions,
+    ConvOptions,
+    make_conv_attrs,
+)
+from .geometry import Window, group_choices, multiplier_range, window_choices
+from .values import Magnitude, draw_array, is_magnitude
+
+__all__ = ["cases"]
+
+DEFAULT_DTYPES: SearchStrategy[str] = st.sampled_from(DTYPES)
+DEFAULT_TOPOLOGIES: SearchStrategy[Topology] = st.sampled_from(Topology)
+DEFAULT_AXES: SearchStrategy[Axis] = st.sampled_from(Axis)
+DEFAULT_MAGNITUDES: SearchStrategy[Magnitude] = st.sampled_from(Magnitude)
+#: The batch_norm operands, which every block has (``weight`` needs a conv).
+BN_OPERANDS: tuple[str, ...] = tuple(name for name in OPERANDS if name != "weight")
+
+
+def _is_dtype(value: object) -> bool:
+    return value in DTYPES
+
+
+def _is_topology(value: object) -> bool:
+    return isinstance(value, Topology)
+
+
+def _is_axis(value: object) -> bool:
+    return isinstance(value, Axis)
+
+
+def _is_parameter_set(value: object) -> bool:
+    return isinstance(value, (tuple, list)) and all(name in OPERANDS for name in value)
+
+
+@st.composite
+def _parameter_sets(draw: DrawFn, operands: tuple[str, ...]) -> tuple[str, ...]:
+    """``()`` first (all constants), else a non-empty subset, in ``OPERANDS`` order."""
+    if not draw(st.booleans()):
+        return ()
+    chosen = draw(st.lists(st.sampled_from(operands), min_size=1, unique=True))
+    return tuple(name for name in operands if name in chosen)
+
+
+_PARAMETER_SETS = {
+    True: _parameter_sets(OPERANDS),
+    False: _parameter_sets(BN_OPERANDS),
+}
+
+
+@dataclass(frozen=True)
+class _Options:
+    """Every argument of :func:`cases`, validated."""
+
+    dtypes: SearchStrategy[str]
+    topologies: SearchStrategy[Topology]
+    axes: SearchStrategy[Axis]
+    negative_axes: SearchStrategy[bool]
+    parameters: SearchStrategy[tuple[str, ...]] | None
+    magnitudes: SearchStrategy[Magnitude]
+    conv: ConvOptions
+    bn: BatchNormOptions
+    min_channels: int
+    max_channels: int
+    max_spatial: int
+    max_batch: int
+
+
+def cases(
+    *,
+    dtypes: SearchStrategy[str] = DEFAULT_DTYPES,
+    wide_out_dtypes: SearchStrategy[bool] = FALSE_FIRST,
+    data_layouts: SearchStrategy[str] = DEFAULT_DATA_LAYOUTS,
+    kernel_layouts: SearchStrategy[str] = DEFAULT_KERNEL_LAYOUTS,
+    topologies: SearchStrategy[Topology] = DEFAULT_TOPOLOGIES,
+    axes: SearchStrategy[Axis] = DEFAULT_AXES,
+    negative_axes: SearchStrategy[bool] = FALSE_FIRST,
+    epsilons: SearchStrategy[float] = DEFAULT_EPSILONS,
+    centers: SearchStrategy[bool] = TRUE_FIRST,
+    scales: SearchStrategy[bool] = TRUE_FIRST,
+    trainings: SearchStrategy[bool] = FALSE_FIRST,
+    momenta: SearchStrategy[float] = DEFAULT_MOMENTA,
+    parameters: SearchStrategy[tuple[str, ...]] | None = None,
+    magnitudes: SearchStrategy[Magnitude] = DEFAULT_MAGNITUDES,
+    min_channels: int = 1,
+    max_channels: int = 4,
+    max_spatial: int = 4,
+    max_batch: int = 2,
+) -> SearchStrategy[Case]:
+    """Valid :class:`~fuzz.case.Case` specs, shrinking toward the simplest graph.
+
+    Strategies (defaults draw every option, the first one listed is where
+    examples shrink to):
+
+    - ``dtypes``: input dtype (float32, float16, bfloat16, float64).
+    - ``wide_out_dtypes``: booleans, per conv: ``out_dtype`` is ``""`` (False) or
+      the next wider dtype (True; float32 for float16/bfloat16, float64 for
+      float32, ``""`` for float64). The weight has the conv's input dtype, the
+      batch_norm operands the conv's output dtype.
+    - ``data_layouts`` (NCHW, NHWC; the output layout is the same),
+      ``kernel_layouts`` (OIHW, HWIO, OHWI, IOHW; per conv).
+    - ``topologies``: :class:`~fuzz.case.Topology` (conv-bn first).
+    - ``axes``: :class:`~strategies.Axis`, the dimension the batch_norm ``axis``
+      names (CHANNEL first); ``negative_axes``: booleans, write it as ``i - 4``.
+    - ``epsilons``, ``centers``, ``scales``, ``trainings``, ``momenta``: the
+      batch_norm attributes, per block, as in :func:`~strategies.batch_norm_attrs`.
+    - ``parameters``: tuples of :data:`~fuzz.case.OPERANDS` that become function
+      parameters instead of constants. Default None: ``()`` first, else a
+      non-empty subset of the operands the topology has. ``weight`` is dropped
+      for bn-only (it has no conv).
+    - ``magnitudes``: :class:`~strategies.Magnitude`, drawn per tensor (data,
+      weight, gamma, beta, mean, var; var never negative). When a case's first
+      weight is CANCELLING its data is constant, so the +w/-w weights cancel.
+
+    Bounds (values): ``min_channels``/``max_channels`` bound every channel
+    count; ``max_spatial`` the data's height and width; ``max_batch`` the
+    batch. A non-channel axis overrides the bound of the dimension it names
+    (that dimension has length C); see the module docstring of
+    :mod:`strategies.graphs`.
+    """
+    check_integer(min_channels, "min_channels", min_value=1)
+    check_integer(max_channels, "max_channels", min_value=1)
+    check_order("min_channels", min_channels, "max_channels", max_channels)
+    check_integer(max_spatial, "max_spatial", min_value=1)
+    check_integer(max_batch, "max_batch", min_value=1)
+    check_values(dtypes, "dtypes", _is_dtype, f"one of {DTYPES}")
+    check_values(topologies, "topologies", _is_topology, "a Topology")
+    check_values(axes, "axes", _is_axis, "an Axis")
+    check_values(negative_axes, "negative_axes", is_bool, "a bool")
+    check_values(magnitudes, "magnitudes", is_magnitude, "a Magnitude")
+    if parameters is not None:
+        check_values(
+            parameters, "parameters", _is_parameter_set, f"a tuple of names from {OPERANDS}"
+        )
+    options = _Options(
+        dtypes=dtypes,
+        topologies=topologies,
+        axes=axes,
+        negative_axes=negative_axes,
+        parameters=parameters,
+        magnitudes=magnitudes,
+        conv=ConvOptions(
+            data_layouts=data_layouts,
+            kernel_layouts=kernel_layouts,
+            wide_out_dtypes=wide_out_dtypes,
+        ),
+        bn=BatchNormOptions(
+            epsilons=epsilons, centers=centers, scales=scales, trainings=trainings, momenta=momenta
+        ),
+        min_channels=min_channels,
+        max_channels=max_channels,
+        max_spatial=max_spatial,
+        max_batch=max_batch,
+    )
+    return _cases(options)
+
+
+# ---------------------------------------------------------------------------
+# drawing
+
+
+def _draw_magnitude(draw: DrawFn, options: _Options) -> Magnitude:
+    return checked_draw(draw, options.magnitudes, "magnitudes", is_magnitude, "a Magnitude")
+
+
+def _draw_tensor(
+    draw: DrawFn, options: _Options, dtype: str, shape: tuple[int, ...], *, allow_negative: bool
+) -> Tensor:
+    magnitude = _draw_magnitude(draw, options)
+    values = draw_array(
+        draw, dtype=dtype, shape=shape, magnitude=magnitude, allow_negative=allow_negative
+    )
+    return Tensor.from_numpy(values, dtype)
+
+
+def _draw_bn_block(
+    draw: DrawFn,
+    options: _Options,
+    *,
+    axis: int,
+    dtype: str,
+    channels: int,
+    conv: Conv2dAttrs | None = None,
+    weight: Tensor | None = None,
+) -> Block:
+    """The batch_norm attributes, then gamma, beta, mean, var (each: class, values)."""
+    bn = options.bn.draw(draw, axis)
+    gamma, beta, mean, var = (
+        _draw_tensor(draw, options, dtype, (channels,), allow_negative=name != "var")
+        for name in BN_OPERANDS
+    )
+    return Block(bn=bn, gamma=gamma, beta=beta, mean=mean, var=var, conv=conv, weight=weight)
+
+
+def _draw_parameters(draw: DrawFn, options: _Options, topology: Topology) -> tuple[str, ...]:
+    if options.parameters is None:
+        return draw(_PARAMETER_SETS[topology.has_conv])
+    chosen = checked_draw(
+        draw,
+        options.parameters,
+        "parameters",
+        _is_parameter_set,
+        f"a tuple of names from {OPERANDS}",
+    )
+    allowed = OPERANDS if topology.has_conv else BN_OPERANDS
+    return tuple(name for name in allowed if name in chosen)
+
+
+def _draw_window(
+    draw: DrawFn, *, size: int | None, max_size: int, target: int | None
+) -> tuple[Window, int]:
+    """A window and its input length (``size`` if known), with output >= 1 or == target."""
+    choices = window_choices(kernel=None, size=size, max_size=max_size, target=target)
+    window, low, high = draw(st.sampled_from(choices))
+    return window, size if size is not None else draw(st.integers(low, high))
+
+
+def _channel_count(draw: DrawFn, options: _Options, groups: int) -> int:
+    low, high = multiplier_range(groups, options.min_channels, options.max_channels)
+    return groups * draw(st.integers(low, high))
+
+
+@dataclass(frozen=True)
+class _Conv:
+    """The structure of one conv block, drawn before any value."""
+
+    attrs: Conv2dAttrs
+    c_in: int
+    c_out: int
+    kernel: tuple[int, int]
+    in_size: tuple[int, int]
+    out_size: tuple[int, int]
+    in_dtype: str
+
+    @property
+    def out_dtype(self) -> str:
+        return self.attrs.out_dtype or self.in_dtype
+
+    def output_shape(self, batch: int) -> tuple[int, ...]:
+        dims = {"N": batch, "C": self.c_out, "H": self.out_size[0], "W": self.out_size[1]}
+        return tuple(dims[d] for d in self.attrs.data_layout)
+
+
+def _draw_conv(
+    draw: DrawFn,
+    options: _Options,
+    *,
+    axis: Axis,
+    data_layout: str,
+    in_dtype: str,
+    previous: _Conv | None,
+) -> _Conv:
+    """The first conv (``previous`` None) or the chain's second one."""
+    if previous is None:
+        groups = draw(st.sampled_from(group_choices(options.min_channels, options.max_channels)))
+        c_in = _channel_count(draw, options, groups)
+        c_out = _channel_count(draw, options, groups)
+    else:
+        c_in = previous.c_out
+        groups = draw(st.sampled_from([g for g in range(1, c_in + 1) if c_in % g == 0]))
+        # A non-channel axis keeps C so both batch_norm inputs have length C there.
+        c_out = c_in if axis is not Axis.CHANNEL else _channel_count(draw, options, groups)
+    kernel_layout = options.conv.draw_kernel_layout(draw)
+    out_dtype = options.conv.draw_out_dtype(draw, in_dtype)
+    windows: list[Window] = []
+    in_size: list[int] = []
+    for i, dim in enumerate((Axis.HEIGHT, Axis.WIDTH)):
+        if previous is None:
+            target = c_out if axis is dim else None
+            window, n = _draw_window(
+                draw, size=None, max_size=max(options.max_spatial, target or 0), target=target
+            )
+        else:
+            known = previous.out_size[i]
+            window, n = _draw_window(
+                draw, size=known, max_size=known, target=known if axis is dim else None
+            )
+        windows.append(window)
+        in_size.append(n)
+    attrs = make_conv_attrs(
+        (windows[0], windows[1]),
+        groups=groups,
+        data_layout=data_layout,
+        kernel_layout=kernel_layout,
+        out_dtype=out_dtype,
+    )
+    return _Conv(
+        attrs=attrs,
+        c_in=c_in,
+        c_out=c_out,
+        kernel=(windows[0].kernel, windows[1].kernel),
+        in_size=(in_size[0], in_size[1]),
+        out_size=(windows[0].output(in_size[0]), windows[1].output(in_size[1])),
+        in_dtype=in_dtype,
+    )
+
+
+def _draw_batch(draw: DrawFn, options: _Options, axis: Axis, channels: int) -> int:
+    return channels if axis is Axis.BATCH else draw(st.integers(1, options.max_batch))
+
+
+def _draw_weight(draw: DrawFn, options: _Options, conv: _Conv, magnitude: Magnitude) -> Tensor:
+    """Values drawn in OIHW order (so CANCELLING pairs sit in one output channel),
+    then transposed to the kernel layout."""
+    oihw = (conv.c_out, conv.c_in // conv.attrs.groups, *conv.kernel)
+    values = draw_array(draw, dtype=conv.in_dtype, shape=oihw, magnitude=magnitude)
+    layout = conv.attrs.kernel_layout
+    permutation = ["OIHW".index(d) for d in layout]
+    weight = Tensor.from_numpy(np.transpose(values, permutation), conv.in_dtype)
+    assert weight.shape == kernel_shape(conv.attrs, conv.c_in, conv.c_out, *conv.kernel)
+    return weight
+
+
+def _block(draw: DrawFn, options: _Options, conv: _Conv, axis: int, weight: Tensor) -> Block:
+    return _draw_bn_block(
+        draw,
+        options,
+        axis=axis,
+        dtype=conv.out_dtype,
+        channels=conv.c_out,
+        conv=conv.attrs,
+        weight=weight,
+    )
+
+
+@st.composite
+def _cases(draw: DrawFn, options: _Options) -> Case:
+    topology = checked_draw(draw, options.topologies, "topologies", _is_topology, "a Topology")
+    dtype = checked_draw(draw, options.dtypes, "dtypes", _is_dtype, f"one of {DTYPES}")
+    axis = checked_draw(draw, options.axes, "axes", _is_axis, "an Axis")
+    negative = checked_draw(draw, options.negative_axes, "negative_axes", is_bool, "a bool")
+    parameters = _draw_parameters(draw, options, topology)
+    if not topology.has_conv:
+        return _bn_only_case(draw, options, dtype, axis, negative, parameters)
+
+    data_layout = options.conv.draw_data_layout(draw)
+    axis_index = axis.index(data_layout, negative=negative)
+    first = _draw_conv(
+        draw, options, axis=axis, data_layout=data_layout, in_dtype=dtype, previous=None
+    )
+    batch = _draw_batch(draw, options, axis, first.c_out)
+    weight_class = _draw_magnitude(draw, options)
+    data_class = _draw_magnitude(draw, options)
+    dims = {"N": batch, "C": first.c_in, "H": first.in_size[0], "W": first.in_size[1]}
+    data_values = draw_array(
+        draw,
+        dtype=dtype,
+        shape=tuple(dims[d] for d in data_layout),
+        magnitude=data_class,
+        # Cancellation needs equal inputs under the +w/-w weights.
+        constant=weight_class is Magnitude.CANCELLING,
+    )
+    data = Tensor.from_numpy(data_values, dtype)
+    weight = _draw_weight(draw, options, first, weight_class)
+    blocks = [_block(draw, options, first, axis_index, weight)]
+    if topology is Topology.CHAIN:
+        second = _draw_conv(
+            draw,
+            options,
+            axis=axis,
+            data_layout=data_layout,
+            in_dtype=first.out_dtype,
+            previous=first,
+        )
+        weight = _draw_weight(draw, options, second, _draw_magnitude(draw, options))
+        blocks.append(_block(draw, options, second, axis_index, weight))
+    return Case(topology=topology, data=data, blocks=tuple(blocks), parameters=parameters)
+
+
+def _bn_only_case(
+    draw: DrawFn,
+    options: _Options,
+    dtype: str,
+    axis: Axis,
+    negative: bool,
+    parameters: tuple[str, ...],
+) -> Case:
+    """batch_norm straight on NCHW data; a non-channel axis names a dimension of length C."""
+    channels = draw(st.integers(options.min_channels, options.max_channels))
+    dims = {"N": _draw_batch(draw, options, axis, channels), "C": channels}
+    for dim in (Axis.HEIGHT, Axis.WIDTH):
+        dims[dim.value] = channels if axis is dim else draw(st.integers(1, options.max_spatial))
+    data = _draw_tensor(draw, options, dtype, tuple(dims[d] for d in "NCHW"), allow_negative=True)
+    block = _draw_bn_block(
+        draw, options, axis=axis.index("NCHW", negative=negative), dtype=dtype, channels=channels
+    )
+    return Case(topology=Topology.BN_ONLY, data=data, blocks=(block,), parameters=parameters)

@@ -1,0 +1,186 @@
+"""Every oracle verdict, on hand-made executions: one positive and one negative case each.
+
+The executions are synthetic (no TVM build): the baseline is the reference rounded
+to the dtype, and each test perturbs one thing, so a verdict can only come from the
+rule under test.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+from cases import make_case
+
+from fuzz.case import Case
+from fuzz.execute import Execution, Failure, Outputs, Stage
+from fuzz.oracle import Symptom, judge, must_not_fold_reasons
+from fuzz.reference import reference
+
+
+def outputs_of(arrays: list[np.ndarray[Any, Any]], dtype: str = "float32") -> Outputs:
+    return Outputs(
+        tuple(np.asarray(a, dtype=np.float64) for a in arrays),
+        tuple(dtype for _ in arrays),
+        tuple(tuple(a.shape) for a in arrays),
+    )
+
+
+def rounded_reference(case: Case) -> Outputs:
+    """What an exact program in float32 would print: the reference rounded once."""
+    ref = reference(case)
+    return outputs_of([e.value.astype(np.float32) for e in ref.outputs])
+
+
+def execution(case: Case, folded: Outputs | Failure | None = None, **facts: Any) -> Execution:
+    base = rounded_reference(case)
+    defaults: dict[str, Any] = dict(
+        changed=True, fired=True, idempotent=True, pass_seconds=0.0, build_seconds=0.0
+    )
+    defaults.update(facts)
+    return Execution(baseline=base, folded=base if folded is None else folded, **defaults)
+
+
+def symptoms(case: Case, ex: Execution) -> list[Symptom]:
+    return [f.symptom for f in judge(case, ex, reference(case)).findings]
+
+
+CASE = make_case(kh=1, kw=1, height=2, width=2)
+
+
+def test_clean_execution_has_no_finding() -> None:
+    verdict = judge(CASE, execution(CASE), reference(CASE))
+    assert verdict.findings == () and verdict.lowering == () and verdict.skipped == ""
+
+
+@pytest.mark.parametrize(
+    ("stage", "symptom"),
+    [
+        (Stage.PASS, Symptom.PASS_EXCEPTION),
+        (Stage.WELL_FORMED, Symptom.ILL_FORMED),
+        (Stage.BUILD, Symptom.BUILD_FAILURE),
+        (Stage.RUN, Symptom.RUN_FAILURE),
+    ],
+)
+def test_failures_of_the_folded_program(stage: Stage, symptom: Symptom) -> None:
+    failure = Failure(stage, "TVMError", "boom")
+    verdict = judge(CASE, execution(CASE, failure, idempotent=None), reference(CASE))
+    assert verdict.primary is not None
+    assert verdict.primary.symptom is symptom
+    assert verdict.primary.error_type == "TVMError"
+    assert symptoms(CASE, execution(CASE)) == []
+
+
+def test_baseline_failure_is_skipped_not_blamed_on_the_pass() -> None:
+    ex = replace(execution(CASE), baseline=Failure(Stage.BUILD, "TVMError", "no"))
+    verdict = judge(CASE, ex, reference(CASE))
+    assert verdict.findings == () and "build" in verdict.skipped
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        make_case(training=True),
+        make_case(axis=0, batch=3),  # non-channel axis, same length as C
+        make_case(parameters=("gamma",)),
+    ],
+    ids=["training", "non-channel-axis", "parameter-operand"],
+)
+def test_must_not_fold(case: Case) -> None:
+    assert must_not_fold_reasons(case)
+    assert Symptom.MUST_NOT_FOLD in symptoms(case, execution(case, changed=True))
+    assert Symptom.MUST_NOT_FOLD not in symptoms(case, execution(case, changed=False))
+
+
+def test_foldable_graph_may_change() -> None:
+    assert must_not_fold_reasons(CASE) == ()
+    assert Symptom.MUST_NOT_FOLD not in symptoms(CASE, execution(CASE, changed=True))
+
+
+def test_signature_change() -> None:
+    base = rounded_reference(CASE)
+    wrong_shape = outputs_of([np.zeros((1, 3, 2, 1))])
+    wrong_dtype = replace(base, dtypes=("float16",))
+    assert symptoms(CASE, execution(CASE, wrong_shape)) == [Symptom.SIGNATURE_CHANGE]
+    assert symptoms(CASE, execution(CASE, wrong_dtype)) == [Symptom.SIGNATURE_CHANGE]
+    assert symptoms(CASE, execution(CASE, base)) == []
+
+
+def test_not_idempotent() -> None:
+    assert symptoms(CASE, execution(CASE, idempotent=False)) == [Symptom.NOT_IDEMPOTENT]
+    assert symptoms(CASE, execution(CASE, idempotent=True)) == []
+
+
+# The public NaN report: x = 1e13, W = +-1e13, gamma = 1e13. Unfolded intermediates
+# peak near 1e26, so the unfolded program is robustly finite.
+OVERFLOW = make_case(
+    c_in=1,
+    c_out=1,
+    height=1,
+    width=2,
+    kh=1,
+    kw=2,
+    values={
+        "x": 1e13,
+        "weight": [[[[1e13, -1e13]]]],
+        "gamma": 1e13,
+        "beta": 0.0,
+        "mean": 0.0,
+        "var": 1.0,
+    },
+)
+
+
+def test_finite_to_nonfinite() -> None:
+    nan = outputs_of([np.full((1, 1, 1, 1), np.nan)])
+    assert Symptom.FINITE_TO_NONFINITE in symptoms(OVERFLOW, execution(OVERFLOW, nan))
+    assert symptoms(OVERFLOW, execution(OVERFLOW)) == []
+
+
+def test_nonfinite_where_the_unfolded_program_is_not_robust_is_no_finding() -> None:
+    # var = 0 and epsilon = 0: the unfolded program divides by zero.
+    case = make_case(kh=1, kw=1, height=1, width=1, epsilon=0.0, values={"var": 0.0})
+    ref = reference(case)
+    assert not ref.outputs[0].robust.any()
+    nan = outputs_of([np.full(ref.outputs[0].value.shape, np.nan)])
+    assert symptoms(case, execution(case, nan)) == []
+
+
+def test_out_of_tolerance() -> None:
+    ref = reference(CASE).outputs[0]
+    base = rounded_reference(CASE)
+    far = outputs_of([base.values[0] + 10 * ref.bound.astype(np.float64)])
+    near = outputs_of([(ref.value + 0.4 * ref.bound).astype(np.float64)])
+    assert symptoms(CASE, execution(CASE, far)) == [Symptom.OUT_OF_TOLERANCE]
+    assert symptoms(CASE, execution(CASE, near)) == []
+
+
+def test_out_of_tolerance_allows_the_unfolded_programs_own_error() -> None:
+    ref = reference(CASE).outputs[0]
+    off = outputs_of([(ref.value + 3 * ref.bound).astype(np.float64)])
+    # the baseline is as far off as the folded program: the fold added nothing.
+    ex = replace(execution(CASE, off), baseline=off)
+    verdict = judge(CASE, ex, reference(CASE))
+    assert [f.symptom for f in verdict.findings] == []
+    assert [f.symptom for f in verdict.lowering] == [Symptom.BASELINE_OUT_OF_TOLERANCE]
+
+
+def test_baseline_out_of_tolerance_is_a_lowering_finding() -> None:
+    ref = reference(CASE).outputs[0]
+    bad = outputs_of([(ref.value + 5 * ref.bound).astype(np.float64)])
+    good = execution(CASE)
+    verdict = judge(CASE, replace(good, baseline=bad), reference(CASE))
+    assert [f.symptom for f in verdict.lowering] == [Symptom.BASELINE_OUT_OF_TOLERANCE]
+    assert judge(CASE, good, reference(CASE)).lowering == ()
+
+
+def test_baseline_signature_change_is_a_lowering_finding() -> None:
+    base = rounded_reference(CASE)
+    as_f16 = replace(base, dtypes=("float16",))
+    # the unfolded program returns another dtype than declared; the pass kept it as is
+    verdict = judge(CASE, replace(execution(CASE, as_f16), baseline=as_f16), reference(CASE))
+    assert [f.symptom for f in verdict.lowering] == [Symptom.BASELINE_SIGNATURE_CHANGE]
+    assert verdict.findings == ()
+    assert judge(CASE, execution(CASE), reference(CASE)).lowering == ()
