@@ -96,15 +96,11 @@ class Tensor:
     def from_numpy(cls, array: np.ndarray[Any, Any], dtype: str) -> Tensor:
         with np.errstate(over="ignore"):  # values beyond the dtype's range become inf here
             exact = np.asarray(array).astype(np_dtype(dtype))
-        return cls(
-            dtype, tuple(exact.shape), tuple(float(v) for v in exact.astype(np.float64).ravel())
-        )
+        return cls(dtype, tuple(exact.shape), tuple(float(v) for v in exact.astype(np.float64).ravel()))
 
     def numpy(self) -> np.ndarray[Any, Any]:
         """The values as an array of this tensor's own dtype (exact)."""
-        return (
-            np.array(self.values, dtype=np.float64).reshape(self.shape).astype(np_dtype(self.dtype))
-        )
+        return np.array(self.values, dtype=np.float64).reshape(self.shape).astype(np_dtype(self.dtype))
 
     def float64(self) -> np.ndarray[Any, Any]:
         return np.array(self.values, dtype=np.float64).reshape(self.shape)
@@ -340,9 +336,7 @@ def case_from_json(obj: Any) -> Case:
     data = _mapping(obj, "case")
     schema = _get(data, "schema", int, "case")
     if schema != SCHEMA_VERSION:
-        raise CaseError(
-            "case.schema", f"unknown schema version {schema}; this tool reads {SCHEMA_VERSION}"
-        )
+        raise CaseError("case.schema", f"unknown schema version {schema}; this tool reads {SCHEMA_VERSION}")
     try:
         topology = Topology(_get(data, "topology", str, "case"))
     except ValueError:
@@ -380,9 +374,7 @@ def case_from_json(obj: Any) -> Case:
             if exc.field.startswith("case."):
                 raise
             raise CaseError(f"{where}.{exc.field}", str(exc).split(": ", 1)[1]) from None
-        tensors = {
-            name: _tensor_from_json(b[name], f"{where}.{name}") for name in OPERANDS if name in b
-        }
+        tensors = {name: _tensor_from_json(b[name], f"{where}.{name}") for name in OPERANDS if name in b}
         for name in ("gamma", "beta", "mean", "var"):
             if name not in tensors:
                 raise CaseError(f"{where}.{name}", "missing")

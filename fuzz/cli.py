@@ -72,9 +72,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="stop after N generated examples (shrinking steps are not counted)",
     )
-    run.add_argument(
-        "--seed", type=int, default=0, help="seed of the Hypothesis search (default 0)"
-    )
+    run.add_argument("--seed", type=int, default=0, help="seed of the Hypothesis search (default 0)")
     run.add_argument(
         "--shrink-seconds",
         type=_positive(float),

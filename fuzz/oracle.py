@@ -111,9 +111,7 @@ def must_not_fold_reasons(case: Case) -> tuple[str, ...]:
         if block.bn.training:
             reasons.append("batch_norm has training=True (batch statistics, not moving ones)")
         if case.parameters:
-            reasons.append(
-                f"operands {', '.join(case.parameters)} are function parameters, not constants"
-            )
+            reasons.append(f"operands {', '.join(case.parameters)} are function parameters, not constants")
         per_block.append(reasons)
     if all(per_block):
         return tuple(dict.fromkeys(r for reasons in per_block for r in reasons))
@@ -121,9 +119,7 @@ def must_not_fold_reasons(case: Case) -> tuple[str, ...]:
 
 
 def _failure_finding(failure: Failure) -> Finding:
-    return Finding(
-        _FAILURE_SYMPTOMS[failure.stage], failure.stage.value, failure.message, failure.error_type
-    )
+    return Finding(_FAILURE_SYMPTOMS[failure.stage], failure.stage.value, failure.message, failure.error_type)
 
 
 def _where(mask: np.ndarray[Any, Any]) -> tuple[int, ...]:
@@ -152,7 +148,8 @@ def _compare(
                     Symptom.BASELINE_OUT_OF_TOLERANCE,
                     "compare",
                     f"output {i}{list(at)}: unfolded program gives {float(base[at])!r}, reference "
-                    f"{float(ref[at])!r}, error {float(base_err[at]):.3g} > bound {float(expected.bound[at]):.3g}",
+                    f"{float(ref[at])!r}, error {float(base_err[at]):.3g} "
+                    f"> bound {float(expected.bound[at]):.3g}",
                 )
             )
         nonfinite = expected.robust & ~np.isfinite(fold)

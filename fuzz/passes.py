@@ -94,9 +94,7 @@ def _as_factory(name: str, obj: Any) -> PassFactory:
     def make() -> Any:
         made = obj()
         if not isinstance(made, tvm.ir.transform.Pass):
-            raise UnknownPass(
-                f"pass {name!r} returned {type(made).__name__}, not a tvm.ir.transform.Pass"
-            )
+            raise UnknownPass(f"pass {name!r} returned {type(made).__name__}, not a tvm.ir.transform.Pass")
         return made
 
     try:  # fail now, at resolution, rather than mid-run

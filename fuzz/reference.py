@@ -73,9 +73,7 @@ class DtypeFacts:
 
 def dtype_facts(dtype: str) -> DtypeFacts:
     info = ml_dtypes.finfo(np_dtype(dtype))
-    return DtypeFacts(
-        u=float(info.eps) / 2, tiny=float(info.smallest_subnormal), max=float(info.max)
-    )
+    return DtypeFacts(u=float(info.eps) / 2, tiny=float(info.smallest_subnormal), max=float(info.max))
 
 
 def gamma_k(k: int, u: float) -> float:
@@ -140,9 +138,7 @@ def _in_range(hi: np.ndarray[Any, Any], facts: DtypeFacts) -> np.ndarray[Any, An
         return np.asarray(np.isfinite(hi) & (hi * RANGE_MARGIN < facts.max))
 
 
-def conv2d_nchw(
-    x: np.ndarray[Any, Any], w: np.ndarray[Any, Any], attrs: Conv2dAttrs
-) -> np.ndarray[Any, Any]:
+def conv2d_nchw(x: np.ndarray[Any, Any], w: np.ndarray[Any, Any], attrs: Conv2dAttrs) -> np.ndarray[Any, Any]:
     """Grouped, strided, dilated, padded 2-D convolution of NCHW data with OIHW weights."""
     n, c_in, h, wd = x.shape
     c_out, c_per_group, kh, kw = w.shape
@@ -234,11 +230,7 @@ def _batch_norm(x: _Tracked, block: Block, wide: type) -> tuple[_Tracked, _Track
                 + gamma_k(m + 1, facts.u) * x.budget.mean(axis=reduce_axes)
                 + eta
             )
-            e_dev = (
-                err_in
-                + e_mu.reshape(shape)
-                + facts.u * (np.abs(dev) + err_in + e_mu.reshape(shape))
-            )
+            e_dev = err_in + e_mu.reshape(shape) + facts.u * (np.abs(dev) + err_in + e_mu.reshape(shape))
             e_var = (
                 (2 * np.abs(dev) * e_dev + e_dev * e_dev).mean(axis=reduce_axes)
                 + gamma_k(m + 3, facts.u) * ((np.abs(dev) + e_dev) ** 2).mean(axis=reduce_axes)
@@ -304,9 +296,7 @@ def _batch_norm(x: _Tracked, block: Block, wide: type) -> tuple[_Tracked, _Track
             new_mean = _Tracked(
                 dtype, mean, np.abs(mean), 0.0, np.zeros(c, dtype=wide), np.ones(c, dtype=bool)
             )
-            new_var = _Tracked(
-                dtype, var, np.abs(var), 0.0, np.zeros(c, dtype=wide), np.ones(c, dtype=bool)
-            )
+            new_var = _Tracked(dtype, var, np.abs(var), 0.0, np.zeros(c, dtype=wide), np.ones(c, dtype=bool))
         robust = x.robust & np.broadcast_to(robust_axis.reshape(shape), x.value.shape)
         for h in hi:
             robust = robust & _in_range(np.broadcast_to(h, x.value.shape), facts)
@@ -365,4 +355,5 @@ def _fold_pressure(conv: _Tracked, block: Block, wide: type) -> float:
         load = np.abs(s.reshape(_param_shape(ndim, axis, s.size))) * conv.budget
         load = np.where(conv.robust & np.isfinite(load), load, 0)
         peak = float(np.max(load)) if load.size else 0.0
-    return float(np.log2(peak / facts.max)) if peak > 0 else -np.inf
+    with np.errstate(divide="ignore"):
+        return float(np.log2(peak / facts.max)) if peak > 0 else -np.inf

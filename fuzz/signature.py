@@ -50,9 +50,7 @@ def classify(case: Case) -> dict[str, str]:
     return {
         "topology": case.topology.value,
         "dtype": case.dtype,
-        "out_dtype": conv.out_dtype
-        if conv and conv.out_dtype and conv.out_dtype != case.dtype
-        else "same",
+        "out_dtype": conv.out_dtype if conv and conv.out_dtype and conv.out_dtype != case.dtype else "same",
         "data_layout": conv.data_layout if conv else "NCHW",
         "kernel_layout": conv.kernel_layout if conv else "OIHW",
         "axis": axis,

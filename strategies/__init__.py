@@ -41,9 +41,9 @@ Magnitude classes (absolute values; signs are drawn, except for variances)
 ============  ================  ===================  ==================  ===================
 class         float16           bfloat16             float32             float64
 ============  ================  ===================  ==================  ===================
-ORDINARY      1.0, 2.0, -1.0, 0.5, -2.0, 3.0, -0.5 first; then floats in [-10, 10]
+ORDINARY      1 + x for a float x, in [-10, 10]: shrinks to 1.0, then 2.0, 3.0, 0.0, -1.0, 1.5
 ZERO          0.0 and -0.0 (variances: 0.0)
-CANCELLING    one ORDINARY or HUGE_SQRT value w as +w, -w, +w, ... (the case's data constant)
+CANCELLING    one ORDINARY or HUGE_SQRT w as +w, -w, +w, ... (variances: w; data under it: constant)
 TINY          [6.1e-5, 9.8e-4)  [1.2e-38, 1.9e-37)   [1.2e-38, 1.9e-37)  [2.2e-308, 3.6e-307)
 SUBNORMAL     [6.0e-8, 6.1e-5)  [9.2e-41, 1.2e-38)   [1.4e-45, 1.2e-38)  [4.9e-324, 2.2e-308)
 HUGE_SQRT     [64, 256)         [8.8e12, 1.8e19)     [8.8e12, 1.8e19)    [9.0e102, 1.3e154)

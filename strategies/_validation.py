@@ -62,9 +62,7 @@ def check_values(
     check_strategy(strategy, name)
     for value in known_values(strategy) or ():
         if not accept(value):
-            raise InvalidArgument(
-                f"{name}={strategy!r} can generate {value!r}, which is not {expected}"
-            )
+            raise InvalidArgument(f"{name}={strategy!r} can generate {value!r}, which is not {expected}")
 
 
 def checked_draw(

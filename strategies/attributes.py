@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import enum
 import math
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
@@ -22,6 +23,8 @@ from fuzz.case import DATA_LAYOUTS, KERNEL_LAYOUTS, BatchNormAttrs, Conv2dAttrs
 from ._validation import check_integer, check_values, checked_draw, is_bool
 from .geometry import Window, common_divisors, window_choices
 from .values import check_dtype
+
+T = TypeVar("T")
 
 __all__ = ["Axis", "batch_norm_attrs", "conv2d_attrs"]
 
@@ -53,14 +56,25 @@ MAX_EPSILON = 1e6
 #: Momenta worth trying, the default first; then any float in [0, 1].
 MOMENTA: tuple[float, ...] = (0.1, 0.0, 1.0)
 
-DEFAULT_DATA_LAYOUTS: SearchStrategy[str] = st.sampled_from(DATA_LAYOUTS)
-DEFAULT_KERNEL_LAYOUTS: SearchStrategy[str] = st.sampled_from(KERNEL_LAYOUTS)
+
+def mostly_first(options: Sequence[T]) -> SearchStrategy[T]:
+    """Any of ``options``, the first (the default) about half the time; shrinks to it.
+
+    A pass only fires on graphs near the defaults; drawing every attribute
+    uniformly would make a graph it folds rare (one in hundreds), and the bugs
+    that need a fold with one attribute changed rarer still.
+    """
+    return st.one_of(st.just(options[0]), st.sampled_from(options))
+
+
+DEFAULT_DATA_LAYOUTS: SearchStrategy[str] = mostly_first(DATA_LAYOUTS)
+DEFAULT_KERNEL_LAYOUTS: SearchStrategy[str] = mostly_first(KERNEL_LAYOUTS)
 #: Flags whose default is True shrink to True; ``booleans()`` shrinks to False.
 TRUE_FIRST: SearchStrategy[bool] = st.sampled_from([True, False])
 FALSE_FIRST: SearchStrategy[bool] = st.booleans()
-DEFAULT_EPSILONS: SearchStrategy[float] = st.one_of(
-    st.sampled_from(EPSILONS), st.floats(0.0, MAX_EPSILON)
-)
+#: False three times in four (training, wider out_dtype, parameters); shrinks to False.
+MOSTLY_FALSE: SearchStrategy[bool] = mostly_first([False, True])
+DEFAULT_EPSILONS: SearchStrategy[float] = st.one_of(st.sampled_from(EPSILONS), st.floats(0.0, MAX_EPSILON))
 DEFAULT_MOMENTA: SearchStrategy[float] = st.one_of(st.sampled_from(MOMENTA), st.floats(0.0, 1.0))
 DEFAULT_AXES: SearchStrategy[int] = st.just(1)
 
@@ -139,7 +153,7 @@ def batch_norm_attrs(
     epsilons: SearchStrategy[float] = DEFAULT_EPSILONS,
     centers: SearchStrategy[bool] = TRUE_FIRST,
     scales: SearchStrategy[bool] = TRUE_FIRST,
-    trainings: SearchStrategy[bool] = FALSE_FIRST,
+    trainings: SearchStrategy[bool] = MOSTLY_FALSE,
     momenta: SearchStrategy[float] = DEFAULT_MOMENTA,
 ) -> SearchStrategy[BatchNormAttrs]:
     """:class:`~fuzz.case.BatchNormAttrs` for a 4-D input.
@@ -159,9 +173,7 @@ def batch_norm_attrs(
 
 
 @st.composite
-def _batch_norm_attrs(
-    draw: DrawFn, axes: SearchStrategy[int], options: BatchNormOptions
-) -> BatchNormAttrs:
+def _batch_norm_attrs(draw: DrawFn, axes: SearchStrategy[int], options: BatchNormOptions) -> BatchNormAttrs:
     axis = checked_draw(draw, axes, "axes", is_axis_number, "an int in [-4, 3]")
     return options.draw(draw, axis)
 
@@ -188,9 +200,7 @@ class ConvOptions:
         self.wide_out_dtypes = wide_out_dtypes
 
     def draw_data_layout(self, draw: DrawFn) -> str:
-        return checked_draw(
-            draw, self.data_layouts, "data_layouts", is_data_layout, f"one of {DATA_LAYOUTS}"
-        )
+        return checked_draw(draw, self.data_layouts, "data_layouts", is_data_layout, f"one of {DATA_LAYOUTS}")
 
     def draw_kernel_layout(self, draw: DrawFn) -> str:
         return checked_draw(
@@ -245,7 +255,7 @@ def conv2d_attrs(
     input_size: tuple[int, int] = (1, 1),
     data_layouts: SearchStrategy[str] = DEFAULT_DATA_LAYOUTS,
     kernel_layouts: SearchStrategy[str] = DEFAULT_KERNEL_LAYOUTS,
-    wide_out_dtypes: SearchStrategy[bool] = FALSE_FIRST,
+    wide_out_dtypes: SearchStrategy[bool] = MOSTLY_FALSE,
 ) -> SearchStrategy[Conv2dAttrs]:
     """:class:`~fuzz.case.Conv2dAttrs` valid for the given channels, kernel and input.
 

@@ -54,11 +54,7 @@ class Window:
     def complexity(self) -> tuple[int, ...]:
         """Sort key: distance from the identity window, then attribute by attribute."""
         distance = (
-            (self.kernel - 1)
-            + (self.stride - 1)
-            + (self.dilation - 1)
-            + self.pad_before
-            + self.pad_after
+            (self.kernel - 1) + (self.stride - 1) + (self.dilation - 1) + self.pad_before + self.pad_after
         )
         return (distance, self.kernel, self.stride, self.dilation, self.pad_before, self.pad_after)
 
@@ -91,11 +87,7 @@ def window_choices(
     inputs = range(1, max_size + 1) if size is None else (size,)
     choices = []
     for window in all_windows(kernel):
-        fits = [
-            n
-            for n in inputs
-            if window.output(n) >= 1 and (target is None or window.output(n) == target)
-        ]
+        fits = [n for n in inputs if window.output(n) >= 1 and (target is None or window.output(n) == target)]
         if fits:
             choices.append((window, fits[0], fits[-1]))
     return tuple(choices)

@@ -22,6 +22,7 @@ to bite by giving the named dimension of the batch_norm input length C:
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,21 +53,23 @@ from .attributes import (
     DEFAULT_KERNEL_LAYOUTS,
     DEFAULT_MOMENTA,
     FALSE_FIRST,
+    MOSTLY_FALSE,
     TRUE_FIRST,
     Axis,
     BatchNormOptions,
     ConvOptions,
     make_conv_attrs,
+    mostly_first,
 )
 from .geometry import Window, group_choices, multiplier_range, window_choices
 from .values import Magnitude, draw_array, is_magnitude
 
 __all__ = ["cases"]
 
-DEFAULT_DTYPES: SearchStrategy[str] = st.sampled_from(DTYPES)
-DEFAULT_TOPOLOGIES: SearchStrategy[Topology] = st.sampled_from(Topology)
-DEFAULT_AXES: SearchStrategy[Axis] = st.sampled_from(Axis)
-DEFAULT_MAGNITUDES: SearchStrategy[Magnitude] = st.sampled_from(Magnitude)
+DEFAULT_DTYPES: SearchStrategy[str] = mostly_first(DTYPES)
+DEFAULT_TOPOLOGIES: SearchStrategy[Topology] = mostly_first(list(Topology))
+DEFAULT_AXES: SearchStrategy[Axis] = mostly_first(list(Axis))
+DEFAULT_MAGNITUDES: SearchStrategy[Magnitude] = mostly_first(list(Magnitude))
 #: The batch_norm operands, which every block has (``weight`` needs a conv).
 BN_OPERANDS: tuple[str, ...] = tuple(name for name in OPERANDS if name != "weight")
 
@@ -90,7 +93,7 @@ def _is_parameter_set(value: object) -> bool:
 @st.composite
 def _parameter_sets(draw: DrawFn, operands: tuple[str, ...]) -> tuple[str, ...]:
     """``()`` first (all constants), else a non-empty subset, in ``OPERANDS`` order."""
-    if not draw(st.booleans()):
+    if not draw(MOSTLY_FALSE):
         return ()
     chosen = draw(st.lists(st.sampled_from(operands), min_size=1, unique=True))
     return tuple(name for name in operands if name in chosen)
@@ -123,7 +126,7 @@ class _Options:
 def cases(
     *,
     dtypes: SearchStrategy[str] = DEFAULT_DTYPES,
-    wide_out_dtypes: SearchStrategy[bool] = FALSE_FIRST,
+    wide_out_dtypes: SearchStrategy[bool] = MOSTLY_FALSE,
     data_layouts: SearchStrategy[str] = DEFAULT_DATA_LAYOUTS,
     kernel_layouts: SearchStrategy[str] = DEFAULT_KERNEL_LAYOUTS,
     topologies: SearchStrategy[Topology] = DEFAULT_TOPOLOGIES,
@@ -132,7 +135,7 @@ def cases(
     epsilons: SearchStrategy[float] = DEFAULT_EPSILONS,
     centers: SearchStrategy[bool] = TRUE_FIRST,
     scales: SearchStrategy[bool] = TRUE_FIRST,
-    trainings: SearchStrategy[bool] = FALSE_FIRST,
+    trainings: SearchStrategy[bool] = MOSTLY_FALSE,
     momenta: SearchStrategy[float] = DEFAULT_MOMENTA,
     parameters: SearchStrategy[tuple[str, ...]] | None = None,
     magnitudes: SearchStrategy[Magnitude] = DEFAULT_MAGNITUDES,
@@ -183,9 +186,7 @@ def cases(
     check_values(negative_axes, "negative_axes", is_bool, "a bool")
     check_values(magnitudes, "magnitudes", is_magnitude, "a Magnitude")
     if parameters is not None:
-        check_values(
-            parameters, "parameters", _is_parameter_set, f"a tuple of names from {OPERANDS}"
-        )
+        check_values(parameters, "parameters", _is_parameter_set, f"a tuple of names from {OPERANDS}")
     options = _Options(
         dtypes=dtypes,
         topologies=topologies,
@@ -221,9 +222,7 @@ def _draw_tensor(
     draw: DrawFn, options: _Options, dtype: str, shape: tuple[int, ...], *, allow_negative: bool
 ) -> Tensor:
     magnitude = _draw_magnitude(draw, options)
-    values = draw_array(
-        draw, dtype=dtype, shape=shape, magnitude=magnitude, allow_negative=allow_negative
-    )
+    values = draw_array(draw, dtype=dtype, shape=shape, magnitude=magnitude, allow_negative=allow_negative)
     return Tensor.from_numpy(values, dtype)
 
 
@@ -240,8 +239,7 @@ def _draw_bn_block(
     """The batch_norm attributes, then gamma, beta, mean, var (each: class, values)."""
     bn = options.bn.draw(draw, axis)
     gamma, beta, mean, var = (
-        _draw_tensor(draw, options, dtype, (channels,), allow_negative=name != "var")
-        for name in BN_OPERANDS
+        _draw_tensor(draw, options, dtype, (channels,), allow_negative=name != "var") for name in BN_OPERANDS
     )
     return Block(bn=bn, gamma=gamma, beta=beta, mean=mean, var=var, conv=conv, weight=weight)
 
@@ -260,12 +258,24 @@ def _draw_parameters(draw: DrawFn, options: _Options, topology: Topology) -> tup
     return tuple(name for name in allowed if name in chosen)
 
 
-def _draw_window(
-    draw: DrawFn, *, size: int | None, max_size: int, target: int | None
-) -> tuple[Window, int]:
+@functools.cache
+def _windows(size: int | None, max_size: int, target: int | None) -> SearchStrategy[tuple[Window, int, int]]:
+    return st.sampled_from(window_choices(kernel=None, size=size, max_size=max_size, target=target))
+
+
+@functools.cache
+def _divisors(n: int) -> SearchStrategy[int]:
+    return st.sampled_from([g for g in range(1, n + 1) if n % g == 0])
+
+
+@functools.cache
+def _groups(min_channels: int, max_channels: int) -> SearchStrategy[int]:
+    return st.sampled_from(group_choices(min_channels, max_channels))
+
+
+def _draw_window(draw: DrawFn, *, size: int | None, max_size: int, target: int | None) -> tuple[Window, int]:
     """A window and its input length (``size`` if known), with output >= 1 or == target."""
-    choices = window_choices(kernel=None, size=size, max_size=max_size, target=target)
-    window, low, high = draw(st.sampled_from(choices))
+    window, low, high = draw(_windows(size, max_size, target))
     return window, size if size is not None else draw(st.integers(low, high))
 
 
@@ -290,10 +300,6 @@ class _Conv:
     def out_dtype(self) -> str:
         return self.attrs.out_dtype or self.in_dtype
 
-    def output_shape(self, batch: int) -> tuple[int, ...]:
-        dims = {"N": batch, "C": self.c_out, "H": self.out_size[0], "W": self.out_size[1]}
-        return tuple(dims[d] for d in self.attrs.data_layout)
-
 
 def _draw_conv(
     draw: DrawFn,
@@ -306,12 +312,12 @@ def _draw_conv(
 ) -> _Conv:
     """The first conv (``previous`` None) or the chain's second one."""
     if previous is None:
-        groups = draw(st.sampled_from(group_choices(options.min_channels, options.max_channels)))
+        groups = draw(_groups(options.min_channels, options.max_channels))
         c_in = _channel_count(draw, options, groups)
         c_out = _channel_count(draw, options, groups)
     else:
         c_in = previous.c_out
-        groups = draw(st.sampled_from([g for g in range(1, c_in + 1) if c_in % g == 0]))
+        groups = draw(_divisors(c_in))
         # A non-channel axis keeps C so both batch_norm inputs have length C there.
         c_out = c_in if axis is not Axis.CHANNEL else _channel_count(draw, options, groups)
     kernel_layout = options.conv.draw_kernel_layout(draw)
@@ -326,9 +332,7 @@ def _draw_conv(
             )
         else:
             known = previous.out_size[i]
-            window, n = _draw_window(
-                draw, size=known, max_size=known, target=known if axis is dim else None
-            )
+            window, n = _draw_window(draw, size=known, max_size=known, target=known if axis is dim else None)
         windows.append(window)
         in_size.append(n)
     attrs = make_conv_attrs(
@@ -389,9 +393,7 @@ def _cases(draw: DrawFn, options: _Options) -> Case:
 
     data_layout = options.conv.draw_data_layout(draw)
     axis_index = axis.index(data_layout, negative=negative)
-    first = _draw_conv(
-        draw, options, axis=axis, data_layout=data_layout, in_dtype=dtype, previous=None
-    )
+    first = _draw_conv(draw, options, axis=axis, data_layout=data_layout, in_dtype=dtype, previous=None)
     batch = _draw_batch(draw, options, axis, first.c_out)
     weight_class = _draw_magnitude(draw, options)
     data_class = _draw_magnitude(draw, options)

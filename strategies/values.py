@@ -45,7 +45,7 @@ class Magnitude(enum.Enum):
 
     #: Floats in [-10, 10] that shrink to small round values: 1.0 first, then 2.0, 3.0, ...
     ORDINARY = "ordinary"
-    #: 0.0 and -0.0 (mixed signs).
+    #: 0.0 and -0.0, mixed (only 0.0 when negatives are not allowed).
     ZERO = "zero"
     #: One ordinary or sqrt-huge value ``w`` as ``+w, -w, +w, ...`` in row-major order,
     #: so sums over pairs cancel exactly; ``|w|`` everywhere when negatives are not allowed.
@@ -54,7 +54,8 @@ class Magnitude(enum.Enum):
     TINY = "tiny"
     #: Subnormal numbers: ``(0, 2**emin)``.
     SUBNORMAL = "subnormal"
-    #: Around the square root of the dtype max, so a product of two overflows-to-be.
+    #: From the cube root to the square root of the dtype max: products of two or
+    #: three such values (x * W * gamma) reach or pass the max.
     HUGE_SQRT = "huge-sqrt"
     #: The top three binades of the dtype: ``[2**(emax - 2), max]``.
     HUGE = "huge"
@@ -154,9 +155,7 @@ def scalars(dtype: str, magnitude: Magnitude, allow_negative: bool) -> SearchStr
 def _overrides(
     dtype: str, magnitude: Magnitude, allow_negative: bool, size: int
 ) -> SearchStrategy[dict[int, float]]:
-    return st.dictionaries(
-        st.integers(0, size - 1), scalars(dtype, magnitude, allow_negative), max_size=size
-    )
+    return st.dictionaries(st.integers(0, size - 1), scalars(dtype, magnitude, allow_negative), max_size=size)
 
 
 def draw_array(
@@ -170,18 +169,18 @@ def draw_array(
 ) -> np.ndarray[Any, Any]:
     """Values of one class as a float64 array, each exactly representable in ``dtype``.
 
-    ``constant`` draws the fill value only (every element equal).
+    ``constant`` draws the fill value only: every element equal (CANCELLING included).
     """
     size = math.prod(shape)
     fill = draw(scalars(dtype, magnitude, allow_negative))
     values = np.full(size, fill, dtype=np.float64)
     if magnitude is Magnitude.CANCELLING:
-        if allow_negative:
+        if allow_negative and not constant:
             values[1::2] = -fill
     elif size > 1 and not constant:
         for index, value in draw(_overrides(dtype, magnitude, allow_negative, size)).items():
             values[index] = value
-    # Round into the dtype (only bfloat16 ORDINARY floats change) and back, exactly.
+    # Round into the dtype (only ORDINARY values, 1 + x, can change) and back, exactly.
     return Tensor.from_numpy(values.reshape(shape), dtype).float64()
 
 
@@ -236,7 +235,5 @@ def _tensors(
     allow_negative: bool,
 ) -> Tensor:
     magnitude = checked_draw(draw, magnitudes, "magnitudes", is_magnitude, "a Magnitude")
-    values = draw_array(
-        draw, dtype=dtype, shape=shape, magnitude=magnitude, allow_negative=allow_negative
-    )
+    values = draw_array(draw, dtype=dtype, shape=shape, magnitude=magnitude, allow_negative=allow_negative)
     return Tensor.from_numpy(values, dtype)

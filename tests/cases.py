@@ -63,9 +63,7 @@ def conv_output_shape(
     h = (dims["H"] + top + bottom - conv.dilation[0] * (kh - 1) - 1) // conv.strides[0] + 1
     w = (dims["W"] + left + right - conv.dilation[1] * (kw - 1) - 1) // conv.strides[1] + 1
     if h < 1 or w < 1:
-        raise ValueError(
-            f"conv output would be empty ({h}x{w}); enlarge the image or shrink the kernel"
-        )
+        raise ValueError(f"conv output would be empty ({h}x{w}); enlarge the image or shrink the kernel")
     out = {"N": dims["N"], "C": c_out, "H": h, "W": w}
     return tuple(out[d] for d in conv.data_layout)
 
@@ -120,10 +118,9 @@ def make_case(
             array = default_values(name, shape)
         else:
             array = np.asarray(given, np.float64)
-            if array.size == math.prod(shape):  # all the values, flat (row-major) or shaped
-                array = array.reshape(shape)
-            else:
-                array = np.broadcast_to(array, shape)
+            # all the values, flat (row-major) or shaped; else something to broadcast
+            fits = array.size == math.prod(shape)
+            array = array.reshape(shape) if fits else np.broadcast_to(array, shape)
         with np.errstate(over="ignore"):  # 1e13 in float16 is meant to be inf
             return Tensor.from_numpy(array, dtype)
 

@@ -193,9 +193,7 @@ def test_upstream_pass_skips_non_constant_operands(name: str) -> None:
 
 @pytest.mark.parametrize("kernel_layout", KERNEL_LAYOUTS)
 @pytest.mark.parametrize(("c_in", "c_out", "groups"), [(2, 3, 1), (2, 6, 2), (6, 4, 2), (4, 4, 4)])
-def test_tvm_accepts_every_kernel_shape(
-    kernel_layout: str, c_in: int, c_out: int, groups: int
-) -> None:
+def test_tvm_accepts_every_kernel_shape(kernel_layout: str, c_in: int, c_out: int, groups: int) -> None:
     """``I = c_in // groups`` in every layout, IOHW included; output shape as computed."""
     case = make_case(c_in=c_in, c_out=c_out, groups=groups, kernel_layout=kernel_layout)
     (conv,) = calls(build_module(case), "relax.nn.conv2d")
@@ -227,9 +225,7 @@ def test_batch_norm_dtype_must_follow_out_dtype() -> None:
         build_module(case)
 
 
-def conv_nchw_oihw(
-    x: np.ndarray[Any, Any], w: np.ndarray[Any, Any], groups: int
-) -> np.ndarray[Any, Any]:
+def conv_nchw_oihw(x: np.ndarray[Any, Any], w: np.ndarray[Any, Any], groups: int) -> np.ndarray[Any, Any]:
     """Stride 1, no padding, float64."""
     n, _, h, wd = x.shape
     o, i, kh, kw = w.shape
@@ -239,9 +235,7 @@ def conv_nchw_oihw(
         for ic in range(i):
             for a in range(kh):
                 for b in range(kw):
-                    out[:, oc] += (
-                        x[:, g * i + ic, a : a + h - kh + 1, b : b + wd - kw + 1] * w[oc, ic, a, b]
-                    )
+                    out[:, oc] += x[:, g * i + ic, a : a + h - kh + 1, b : b + wd - kw + 1] * w[oc, ic, a, b]
     return out
 
 

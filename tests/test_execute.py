@@ -105,9 +105,7 @@ def test_outputs_are_float64_copies_with_runtime_dtypes_and_shapes() -> None:
 
 def test_upstream_on_iohw_fails_in_the_pass() -> None:
     ex = execute(make_case(kernel_layout="IOHW"), UPSTREAM)
-    assert ex.folded == Failure(
-        Stage.PASS, "AttributeError", "'Call' object has no attribute 'reshape'"
-    )
+    assert ex.folded == Failure(Stage.PASS, "AttributeError", "'Call' object has no attribute 'reshape'")
     assert (ex.changed, ex.fired, ex.idempotent) == (False, False, None)
     assert isinstance(ex.baseline, Outputs)
 
@@ -235,9 +233,7 @@ class TestTvm027:
         ex = execute(make_case(dtype=dtype, topology=Topology.CHAIN), identity)
         assert isinstance(ex.baseline, Failure)
         assert (ex.baseline.stage, ex.baseline.error_type) == (Stage.BUILD, "TypeError")
-        assert (
-            f'dtype="{dtype}"' in ex.baseline.message and 'dtype="float32"' in ex.baseline.message
-        )
+        assert f'dtype="{dtype}"' in ex.baseline.message and 'dtype="float32"' in ex.baseline.message
 
     @pytest.mark.parametrize("axis", [-1, -3])
     def test_negative_axis_training_cannot_build(self, axis: int) -> None:

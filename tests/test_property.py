@@ -34,8 +34,7 @@ def assert_no_finding(case: Case, make_pass: PassFactory, name: str) -> None:
             f"To reproduce: save the case below as case.json and run, from the repository root,\n"
             f'  python -c "from fuzz.case import loads; from fuzz.campaign import check; '
             f"from fuzz.passes import resolve_pass; "
-            f"print(check(loads(open('case.json').read()), resolve_pass('{name}')).verdict)\"\n"
-            + dumps(case)
+            f"print(check(loads(open('case.json').read()), resolve_pass('{name}')).verdict)\"\n" + dumps(case)
         )
 
 
@@ -45,9 +44,7 @@ def test_pass_has_no_finding(name: str, case: Case) -> None:
     assert_no_finding(case, PASSES[name], name)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="TVM's FoldBatchnormToConv2D has known defects (BACKGROUND section 2)"
-)
+@pytest.mark.xfail(strict=True, reason="TVM's FoldBatchnormToConv2D has known defects (BACKGROUND section 2)")
 @given(case=strategies.cases())
 def test_upstream_has_no_finding(case: Case) -> None:
     verdict = check(case, resolve_pass("upstream")).verdict

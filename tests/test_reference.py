@@ -117,14 +117,10 @@ def test_epsilon_is_rounded_to_the_dtype() -> None:
     # 1e-5 is a subnormal float16 (nearest 1.0014e-05); var = 0 makes s = 1 / sqrt(eps).
     case = make_case(
         dtype="float16",
-        **one_by_one(
-            values={"x": 1.0, "weight": 1.0, "gamma": 1.0, "beta": 0.0, "mean": 0.0, "var": 0.0}
-        ),
+        **one_by_one(values={"x": 1.0, "weight": 1.0, "gamma": 1.0, "beta": 0.0, "mean": 0.0, "var": 0.0}),
     )
     eps16 = float(np.float16(1e-5))
-    assert float(reference(case).outputs[0].value.ravel()[0]) == pytest.approx(
-        1 / np.sqrt(eps16), rel=1e-12
-    )
+    assert float(reference(case).outputs[0].value.ravel()[0]) == pytest.approx(1 / np.sqrt(eps16), rel=1e-12)
 
 
 def test_float64_cases_use_a_wider_reference() -> None:

@@ -223,9 +223,7 @@ def test_tensors_stay_in_their_class(dtype: str, magnitude: Magnitude, data: Any
     shape = data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=3).map(tuple))
     allow_negative = data.draw(st.booleans())
     t = data.draw(
-        tensors(
-            dtype=dtype, shape=shape, magnitudes=st.just(magnitude), allow_negative=allow_negative
-        )
+        tensors(dtype=dtype, shape=shape, magnitudes=st.just(magnitude), allow_negative=allow_negative)
     )
     assert t.dtype == dtype and t.shape == shape
     assert all(math.isfinite(v) for v in t.values)
@@ -249,8 +247,7 @@ def in_class(
         w = values[0]
         signs = [(-1) ** i if allow_negative else 1 for i in range(len(values))]
         return all(v == w * s for v, s in zip(values, signs, strict=True)) and (
-            in_class((abs(w),), dtype, Magnitude.ORDINARY)
-            or in_class((abs(w),), dtype, Magnitude.HUGE_SQRT)
+            in_class((abs(w),), dtype, Magnitude.ORDINARY) or in_class((abs(w),), dtype, Magnitude.HUGE_SQRT)
         )
     if magnitude is Magnitude.TINY:
         return all(2.0**emin <= s < 2.0 ** (emin + 4) for s in size)
@@ -268,13 +265,9 @@ def test_conv2d_attrs_fit_their_arguments(data: Any) -> None:
     c_in, c_out = data.draw(st.integers(1, 6)), data.draw(st.integers(1, 6))
     dtype = data.draw(st.sampled_from(DTYPES))
     kernel = data.draw(st.tuples(st.integers(1, 3), st.integers(1, 3)))
-    size = data.draw(
-        st.tuples(st.integers(max(1, kernel[0] - 2), 6), st.integers(max(1, kernel[1] - 2), 6))
-    )
+    size = data.draw(st.tuples(st.integers(max(1, kernel[0] - 2), 6), st.integers(max(1, kernel[1] - 2), 6)))
     attrs = data.draw(
-        conv2d_attrs(
-            dtype=dtype, in_channels=c_in, out_channels=c_out, kernel_size=kernel, input_size=size
-        )
+        conv2d_attrs(dtype=dtype, in_channels=c_in, out_channels=c_out, kernel_size=kernel, input_size=size)
     )
     assert c_in % attrs.groups == 0 and c_out % attrs.groups == 0
     assert attrs.out_dtype in ("", WIDER[dtype])
@@ -330,9 +323,7 @@ def features(case: Case) -> set[tuple[str, ...]]:
             ("scale", str(bn.scale)),
             ("training", str(bn.training)),
         }
-        out.add(
-            ("epsilon", "zero" if bn.epsilon == 0 else "default" if bn.epsilon == 1e-5 else "other")
-        )
+        out.add(("epsilon", "zero" if bn.epsilon == 0 else "default" if bn.epsilon == 1e-5 else "other"))
         if block.conv is not None and block.weight is not None:
             c = block.conv
             out |= {("data_layout", c.data_layout), ("kernel_layout", c.kernel_layout)}
@@ -350,13 +341,12 @@ def features(case: Case) -> set[tuple[str, ...]]:
     block = case.blocks[0]
     if block.weight is not None and block.conv is not None:
         w = kernel_to_oihw(block.conv, block.weight.float64())
-        per_channel = w.reshape(w.shape[0], -1)
-        if (
-            per_channel.shape[1] % 2 == 0
-            and np.all(per_channel.sum(axis=1) == 0)
-            and np.any(w != 0)
-            and len(set(case.data.values)) == 1
-        ):
+        rows = w.reshape(w.shape[0], -1)
+        alternating = all(
+            row.size % 2 == 0 and row[0] != 0 and np.all(row[0::2] == row[0]) and np.all(row[1::2] == -row[0])
+            for row in rows
+        )
+        if alternating and len(set(case.data.values)) == 1:
             out.add(("cancelling weights over constant data",))
     return out
 
@@ -367,11 +357,7 @@ EXPECTED: set[tuple[str, ...]] = {
     ("parameters", "none"),
     ("parameters", "some"),
     *(("parameter", p) for p in OPERANDS),
-    *(
-        ("axis", sign, kind)
-        for sign in ("positive", "negative")
-        for kind in ("channel", "non-channel")
-    ),
+    *(("axis", sign, kind) for sign in ("positive", "negative") for kind in ("channel", "non-channel")),
     *(("axis dimension", d) for d in "NCHW"),
     *((flag, str(b)) for flag in ("center", "scale", "training") for b in (True, False)),
     *(("epsilon", e) for e in ("zero", "default", "other")),
@@ -398,36 +384,32 @@ EXPECTED: set[tuple[str, ...]] = {
 
 def test_cases_cover_every_option() -> None:
     seen: set[tuple[str, ...]] = set()
+    zero_over_zero = 0  # var == 0 under epsilon == 0: a division by zero
 
-    @settings(MANY, max_examples=1000)
+    @settings(MANY, max_examples=800)
     @given(cases())
     def record(case: Case) -> None:
+        nonlocal zero_over_zero
         seen.update(features(case))
+        block = case.blocks[0]
+        zero_over_zero += block.bn.epsilon == 0 and 0.0 in block.var.values
 
     record()
     assert EXPECTED - seen == set()
+    assert zero_over_zero < 0.05 * 800  # rare (that it is possible: the next test)
 
 
-def test_zero_variance_with_zero_epsilon_is_possible_but_rare() -> None:
-    count = 0
-
-    @settings(MANY, max_examples=1000)
-    @given(cases())
-    def record(case: Case) -> None:
-        nonlocal count
-        b = case.blocks[0]
-        count += b.bn.epsilon == 0 and 0.0 in b.var.values
-
-    record()
-    assert 0 < count < 100
+def test_zero_variance_under_zero_epsilon_is_possible() -> None:
+    found = find(
+        cases(),
+        lambda c: c.blocks[0].bn.epsilon == 0 and 0.0 in c.blocks[0].var.values,
+        settings=settings(MANY, max_examples=5000),
+    )
+    assert found.blocks[0].bn.epsilon == 0
 
 
 # ---------------------------------------------------------------------------
 # argument validation
-
-
-def _strategy_from(values: list[Any]) -> st.SearchStrategy[Any]:
-    return st.sampled_from(values)
 
 
 BAD_ARGUMENTS: list[tuple[Callable[[], object], str]] = [
@@ -437,7 +419,7 @@ BAD_ARGUMENTS: list[tuple[Callable[[], object], str]] = [
     (lambda: cases(max_spatial=0), "max_spatial=0 must be at least 1"),
     (lambda: cases(max_batch=-1), "max_batch=-1 must be at least 1"),
     (lambda: cases(max_spatial=2.5), "max_spatial=2.5 must be an integer"),  # type: ignore[arg-type]
-    (lambda: cases(dtypes=_strategy_from([])), "dtypes=sampled_from([])"),
+    (lambda: cases(dtypes=st.sampled_from([])), "dtypes=sampled_from([])"),
     (lambda: cases(dtypes="float32"), "dtypes='float32' must be a SearchStrategy"),  # type: ignore[arg-type]
     (lambda: cases(dtypes=st.sampled_from(["float32", "int8"])), "can generate 'int8'"),
     (lambda: cases(kernel_layouts=st.just("OIWH")), "kernel_layouts=just('OIWH')"),
