@@ -80,6 +80,8 @@ class CampaignResult:
     examples: int
     seconds: float
     hits: list[Hit]
+    #: generated examples the pass changed (it fired), out of ``examples``
+    fired: int = 0
     #: how often each (attribute combination, fired) pair was run
     coverage: Counter[str] = field(default_factory=Counter)
     #: unfolded programs that missed their own bound (lowering findings), by message head
@@ -227,6 +229,7 @@ def _record(result: CampaignResult, checked: Checked, shrinking: bool) -> None:
     hypothesis.target(min(verdict.worst_ratio, 1e6), label="error / allowed")
     if shrinking:
         return
+    result.fired += checked.execution.changed
     result.coverage[f"{combo},fired={fired}"] += 1
     for low in verdict.lowering:
         result.lowering[str(Signature.of(low, checked.case))] += 1

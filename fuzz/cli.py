@@ -76,9 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--shrink-seconds",
         type=_positive(float),
-        default=120.0,
+        default=60.0,
         metavar="SECONDS",
-        help="longest time spent shrinking one finding (default 120)",
+        help="longest time spent shrinking one finding (default 60)",
     )
     run.add_argument(
         "--out",
@@ -183,6 +183,7 @@ def _run(args: argparse.Namespace) -> int:
         "pass": args.pass_name,
         "seed": args.seed,
         "examples": result.examples,
+        "fired": result.fired,
         "seconds": round(result.seconds, 3),
         "findings": findings,
         "lowering": dict(result.lowering),
@@ -198,7 +199,8 @@ def _run(args: argparse.Namespace) -> int:
 def _print_table(summary: dict[str, Any]) -> None:
     print(
         f"{summary['examples']} examples in {summary['seconds']:.0f} s against pass "
-        f"{summary['pass']!r} (TVM {summary['tvm']}): {len(summary['findings'])} distinct findings"
+        f"{summary['pass']!r} (TVM {summary['tvm']}); the pass changed {summary['fired']} of them; "
+        f"{len(summary['findings'])} distinct findings"
     )
     if not summary["findings"]:
         return

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -108,6 +110,18 @@ def _as_factory(name: str, obj: Any) -> PassFactory:
     return make
 
 
+def _import(module_name: str) -> Any:
+    """Import a module; like ``python -m``, also from the current directory."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError:
+        cwd = os.getcwd()
+        if cwd in sys.path:
+            raise
+        sys.path.append(cwd)
+        return importlib.import_module(module_name)
+
+
 def resolve_pass(name: str) -> PassFactory:
     """The factory for ``name`` (a builtin name or ``"module:attr"``).
 
@@ -118,7 +132,7 @@ def resolve_pass(name: str) -> PassFactory:
         raise _unknown(name, "not a builtin name and not of the form MODULE:ATTR")
     module_name, _, attr = spec.partition(":")
     try:
-        module = importlib.import_module(module_name)
+        module = _import(module_name)
     except ImportError as exc:
         raise _unknown(name, f"cannot import module {module_name!r} ({exc})", []) from None
     if not hasattr(module, attr):

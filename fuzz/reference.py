@@ -7,7 +7,7 @@ For every output of a :class:`~fuzz.case.Case` this computes an
     the result in wide arithmetic (float64; ``numpy.longdouble`` for float64
     cases, so the reference is wider than what it judges), following TVM's
     operator semantics op by op: conv2d with every attribute, batch_norm with
-    ``axis``, ``epsilon`` (rounded to the data dtype as TVM's lowering does),
+    ``axis``, ``epsilon`` (rounded as TVM's lowering does, see :func:`epsilon_dtype`),
     ``center``, ``scale``, ``training`` (batch statistics) and ``momentum``.
 ``bound``
     an a-priori error bound that any correct program in the case's dtype
@@ -193,9 +193,20 @@ def _param_shape(ndim: int, axis: int, length: int) -> tuple[int, ...]:
     return tuple(shape)
 
 
+def epsilon_dtype(dtype: str) -> str:
+    """The dtype TVM rounds batch_norm's epsilon to.
+
+    The attribute is a double; the lowering adds it to the variance as a scalar,
+    and TVM types a Python float scalar as float32 unless the tensor is wider. So
+    float16 and bfloat16 cases see epsilon in float32 (and compute in float32 from
+    there on: their batch_norm returns float32), float64 cases see it in float64.
+    """
+    return "float32" if dtype in ("float16", "bfloat16") else dtype
+
+
 def _bn_scale(block: Block, dtype: str, wide: type, var: np.ndarray[Any, Any]) -> tuple[Any, Any]:
-    """(denominator var + eps in the dtype's eps, scale s = gamma / sqrt(that))."""
-    eps = _round_to(block.bn.epsilon, dtype, wide)
+    """(denominator var + eps, scale s = gamma / sqrt(that)); eps as TVM rounds it."""
+    eps = _round_to(block.bn.epsilon, epsilon_dtype(dtype), wide)
     d = var + eps
     gamma = block.gamma.float64().astype(wide) if block.bn.scale else wide(1)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -250,7 +261,11 @@ def _batch_norm(x: _Tracked, block: Block, wide: type) -> tuple[_Tracked, _Track
                 + 4 * eta * (1 + np.abs(sr))
             )
             g = gamma_k(BN_ROUNDINGS, facts.u)
-            robust_axis = (d > eta) & (rho < 0.5)
+            # The batch statistics' partial sums (of x and of squared deviations) must
+            # stay in range too, not only the tensors the op returns.
+            sum_hi = (np.abs(x.value) + err_in).sum(axis=reduce_axes)
+            square_sum_hi = ((np.abs(dev) + e_dev) ** 2).sum(axis=reduce_axes)
+            robust_axis = (d > eta) & (rho < 0.5) & _in_range(sum_hi, facts) & _in_range(square_sum_hi, facts)
             q_hi = (np.abs(dev) + e_dev) / np.sqrt(np.where(d > 0, d, np.inf)).reshape(shape)
             hi = [np.abs(x.value) + err_in, q_hi, np.abs(value) + SAFETY * (g * budget + z)]
             mom = _round_to(bn.momentum, dtype, wide)
@@ -279,8 +294,8 @@ def _batch_norm(x: _Tracked, block: Block, wide: type) -> tuple[_Tracked, _Track
             value = t * sr + br
             budget = np.abs(sr) * t_budget + np.abs(br)
             g = x.g + gamma_k(BN_ROUNDINGS, facts.u)
-            # eps rounding is exact here (eps is the dtype's); var + eps may round to a
-            # subnormal, a relative error of up to eta / d in s.
+            # eps is taken as TVM rounds it; var + eps may round to a subnormal, a
+            # relative error of up to eta / d in s.
             rel_s = (eta / np.where(d > 0, d, 1)).reshape(shape)
             z = np.abs(sr) * x.z + rel_s * np.abs(sr) * t_budget + 4 * eta * (1 + np.abs(sr))
             robust_axis = d > eta

@@ -39,25 +39,33 @@ DEFAULTS: Mapping[str, str] = {
 
 
 def classify(case: Case) -> dict[str, str]:
-    """The classifying attributes of a case, as strings (see :data:`DEFAULTS`)."""
-    block = case.blocks[0]
-    conv = block.conv
+    """The classifying attributes of a case, as strings (see :data:`DEFAULTS`).
+
+    Over several blocks, an attribute takes the first non-default value any block has.
+    """
     ndim = len(case.data.shape)
-    if conv is None:
-        axis = "channel" if block.bn.axis % ndim == 1 else "non-channel"
-    else:
-        axis = "channel" if block.bn.axis % ndim == conv.channel_axis else "non-channel"
+
+    def first_unusual(values: list[str], default: str) -> str:
+        return next((v for v in values if v != default), default)
+
+    convs = [b.conv for b in case.blocks if b.conv is not None]
+    axes = [
+        "channel" if b.bn.axis % ndim == (b.conv.channel_axis if b.conv else 1) else "non-channel"
+        for b in case.blocks
+    ]
     return {
         "topology": case.topology.value,
         "dtype": case.dtype,
-        "out_dtype": conv.out_dtype if conv and conv.out_dtype and conv.out_dtype != case.dtype else "same",
-        "data_layout": conv.data_layout if conv else "NCHW",
-        "kernel_layout": conv.kernel_layout if conv else "OIHW",
-        "axis": axis,
+        "out_dtype": first_unusual(
+            [c.out_dtype if c.out_dtype and c.out_dtype != case.dtype else "same" for c in convs], "same"
+        ),
+        "data_layout": first_unusual([c.data_layout for c in convs], "NCHW"),
+        "kernel_layout": first_unusual([c.kernel_layout for c in convs], "OIHW"),
+        "axis": first_unusual(axes, "channel"),
         "center": str(all(b.bn.center for b in case.blocks)),
         "scale": str(all(b.bn.scale for b in case.blocks)),
         "training": str(any(b.bn.training for b in case.blocks)),
-        "groups": "1" if conv is None or conv.groups == 1 else "grouped",
+        "groups": first_unusual(["1" if c.groups == 1 else "grouped" for c in convs], "1"),
         "operands": "parameters" if case.parameters else "constants",
     }
 

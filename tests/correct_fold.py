@@ -17,11 +17,13 @@ import numpy as np
 from tvm import relax
 from tvm.relax.dpl import TupleGetItemPattern, is_const, is_op, rewrite_call, wildcard
 
+from fuzz.compat import constant_value
+
 FLOAT32_MIN_NORMAL = float(np.finfo(np.float32).tiny)
 
 
 def _array(const: Any) -> np.ndarray[Any, Any]:
-    return np.asarray(const.data.numpy(), dtype=np.float64)
+    return np.asarray(constant_value(const), dtype=np.float64)
 
 
 @relax.transform.function_pass(opt_level=0)
@@ -44,11 +46,11 @@ class CorrectFold:
         ca, ba = conv.attrs, bn.attrs
         w_const = matches[self.w]
         if (
-            str(w_const.data.dtype) != "float32"
+            constant_value(w_const).dtype != np.float32
             or ca.data_layout != "NCHW"
             or ca.kernel_layout != "OIHW"
             or ca.out_layout != "NCHW"
-            or str(ca.out_dtype) not in ("", "float32", "void")
+            or str(ca.out_dtype) not in ("None", "", "float32", "void")
             or int(ba.axis) not in (1, -3)
             or bool(ba.training)
         ):

@@ -113,14 +113,20 @@ def test_inference_stats_outputs_are_the_moving_statistics() -> None:
     assert (new_mean.bound <= 1e-12 * new_mean.budget).all()  # only the reference's own rounding
 
 
-def test_epsilon_is_rounded_to_the_dtype() -> None:
-    # 1e-5 is a subnormal float16 (nearest 1.0014e-05); var = 0 makes s = 1 / sqrt(eps).
+@pytest.mark.parametrize(
+    ("dtype", "eps_dtype"),
+    [("float16", np.float32), ("bfloat16", np.float32), ("float32", np.float32), ("float64", np.float64)],
+)
+def test_epsilon_is_rounded_as_tvm_does(dtype: str, eps_dtype: type) -> None:
+    # TVM adds the (double) epsilon as a scalar: float32 unless the tensor is wider.
+    # var = 0 makes s = 1 / sqrt(eps), so the output shows which eps was used.
     case = make_case(
-        dtype="float16",
+        dtype=dtype,
         **one_by_one(values={"x": 1.0, "weight": 1.0, "gamma": 1.0, "beta": 0.0, "mean": 0.0, "var": 0.0}),
     )
-    eps16 = float(np.float16(1e-5))
-    assert float(reference(case).outputs[0].value.ravel()[0]) == pytest.approx(1 / np.sqrt(eps16), rel=1e-12)
+    eps = float(eps_dtype(1e-5))
+    out = reference(case).outputs[0].value.ravel()[0]
+    assert float(out) == pytest.approx(1 / np.sqrt(eps), rel=1e-15)
 
 
 def test_float64_cases_use_a_wider_reference() -> None:

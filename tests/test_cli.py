@@ -1,0 +1,74 @@
+"""The ``bnfuzz`` command line: its contract (exit codes, JSON summary) and bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fuzz.cli import main
+
+FINDING_KEYS = {"signature", "symptom", "stage", "first_seconds", "attributes"}
+ATTRIBUTE_KEYS = {"dtype", "data_layout", "kernel_layout", "axis", "center", "scale", "training", "groups"}
+
+
+def test_help_explains_every_option() -> None:
+    exe = shutil.which("bnfuzz")
+    assert exe is not None, "the console script is installed with the package"
+    out = subprocess.run([exe, "run", "--help"], capture_output=True, text=True, check=True).stdout
+    for option in ("--pass", "--budget", "--max-examples", "--seed", "--out", "--json", "--shrink-seconds"):
+        assert option in out
+    assert "Exit codes" in out
+
+
+def test_unknown_pass_exits_2_with_names_and_close_matches(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--pass", "upstrem", "--max-examples", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "'upstrem'" in err and "Did you mean 'upstream'" in err and "identity" in err
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--budget", "-1"], ["--max-examples", "0"], ["--max-examples", "many"], ["--seed", "x"]],
+)
+def test_bad_numbers_exit_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--pass", "identity", *args]) == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_unwritable_out_dir_is_reported_before_the_campaign(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    assert main(["run", "--pass", "identity", "--max-examples", "1", "--out", str(blocker / "out")]) == 2
+    assert "--out" in capsys.readouterr().err
+
+
+def test_clean_run_exits_0_with_a_json_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--pass", "identity", "--max-examples", "5", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["examples"] == 5 and summary["findings"] == []
+    assert summary["seconds"] > 0
+
+
+def test_upstream_run_finds_and_writes_findings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(
+        [
+            "run", "--pass", "upstream", "--max-examples", "40", "--shrink-seconds", "5",
+            "--json", "--out", str(tmp_path),
+        ]
+    )  # fmt: skip
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 1
+    assert summary["findings"], "with seed 0, 40 examples hit several of upstream's defects"
+    for finding in summary["findings"]:
+        assert finding.keys() >= FINDING_KEYS
+        assert finding["attributes"].keys() >= ATTRIBUTE_KEYS
+    written = sorted(tmp_path.glob("*.json"))
+    assert len(written) == len(summary["findings"])
+    record = json.loads(written[0].read_text())
+    assert record["case"]["schema"] == 1
