@@ -84,7 +84,7 @@ class CampaignResult:
     fired: int = 0
     #: how often each (attribute combination, fired) pair was run
     coverage: Counter[str] = field(default_factory=Counter)
-    #: unfolded programs that missed their own bound (lowering findings), by message head
+    #: findings against TVM's lowering (the unfolded program), by symptom and dtype
     lowering: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)
     #: Hypothesis runs: one per distinct bug, plus the last one that found none
@@ -232,6 +232,6 @@ def _record(result: CampaignResult, checked: Checked, shrinking: bool) -> None:
     result.fired += checked.execution.changed
     result.coverage[f"{combo},fired={fired}"] += 1
     for low in verdict.lowering:
-        result.lowering[str(Signature.of(low, checked.case))] += 1
+        result.lowering[f"{low.symptom.value}[dtype={checked.case.dtype}]"] += 1
     if verdict.skipped:
         result.skipped[verdict.skipped] += 1

@@ -214,6 +214,15 @@ def _bn_scale(block: Block, dtype: str, wide: type, var: np.ndarray[Any, Any]) -
     return d, s
 
 
+def _underflow(eta: float, s: Any, block: Block, shape: tuple[int, ...]) -> Any:
+    """Absolute error from underflow in batch_norm's own steps, each at most one
+    subnormal step ``eta``, times what multiplies it downstream: ``x - mean`` by
+    ``|s|``, ``q = (x - mean) / sqrt(var + eps)`` by ``|gamma|`` (tiny q times huge
+    gamma), ``q * gamma`` and ``+ beta`` by 1. Doubled for a fold's own steps."""
+    gamma = np.abs(block.gamma.float64()).reshape(shape) if block.bn.scale else 1.0
+    return 2 * eta * (np.abs(s) + gamma + 2)
+
+
 def _batch_norm(x: _Tracked, block: Block, wide: type) -> tuple[_Tracked, _Tracked, _Tracked]:
     """Output 0 (normalised data) and outputs 1, 2 (new mean, new variance)."""
     bn = block.bn
@@ -258,7 +267,7 @@ def _batch_norm(x: _Tracked, block: Block, wide: type) -> tuple[_Tracked, _Track
             z = (
                 np.abs(sr) * (err_in + e_mu.reshape(shape)) * (1 + rho.reshape(shape))
                 + rho.reshape(shape) * np.abs(sr) * np.abs(dev)
-                + 4 * eta * (1 + np.abs(sr))
+                + _underflow(eta, sr, block, shape)
             )
             g = gamma_k(BN_ROUNDINGS, facts.u)
             # The batch statistics' partial sums (of x and of squared deviations) must
@@ -297,7 +306,7 @@ def _batch_norm(x: _Tracked, block: Block, wide: type) -> tuple[_Tracked, _Track
             # eps is taken as TVM rounds it; var + eps may round to a subnormal, a
             # relative error of up to eta / d in s.
             rel_s = (eta / np.where(d > 0, d, 1)).reshape(shape)
-            z = np.abs(sr) * x.z + rel_s * np.abs(sr) * t_budget + 4 * eta * (1 + np.abs(sr))
+            z = np.abs(sr) * x.z + rel_s * np.abs(sr) * t_budget + _underflow(eta, sr, block, shape)
             robust_axis = d > eta
             err = g * budget + z
             q = t / np.sqrt(np.where(d > 0, d, np.inf)).reshape(shape)

@@ -1,0 +1,51 @@
+"""The error bound against TVM itself: on hand-made extreme cases the unfolded
+program (no pass) must land within the reference's bound. Each case here once
+exposed a missing term in the bound; a failure means a false alarm waiting to
+happen (or a real lowering bug: read the message)."""
+
+from __future__ import annotations
+
+import pytest
+from cases import make_case
+
+from fuzz.campaign import check
+from fuzz.case import Topology
+from fuzz.oracle import Symptom
+from fuzz.passes import resolve_pass
+
+ONE = {"c_in": 1, "c_out": 1, "height": 1, "width": 1, "kh": 1, "kw": 1}
+
+CASES = {
+    # q = x / sqrt(var) underflows to 0 in float32, then meets gamma = -1.7e38.
+    "underflow-times-huge-gamma": make_case(
+        topology=Topology.BN_ONLY, c_in=1, height=1, width=3, epsilon=1e-30, center=False,
+        values={"x": [2.35e-38, 4.9e-38, -2.36e-38], "gamma": -1.7e38, "mean": 0.0, "var": 3.8e18},
+    ),
+    # var + eps is subnormal: the scale's relative error is eta / (var + eps).
+    "subnormal-denominator": make_case(
+        **ONE, epsilon=0.0, values={"x": 1.0, "weight": 1.0, "gamma": 1e-20, "mean": 0.5, "var": 1e-44}
+    ),
+    # cancellation: the conv sums +w and -w over equal inputs.
+    "cancellation": make_case(
+        c_in=2, c_out=1, height=1, width=1, kh=1, kw=1,
+        values={"x": 3.0, "weight": [[[[1e19]], [[-1e19]]]], "gamma": 1e10, "mean": 1.0, "var": 1.0},
+    ),
+    # products of tiny data and tiny weights underflow, then a huge scale.
+    "underflowing-products": make_case(
+        **ONE, values={"x": 1e-30, "weight": 1e-20, "gamma": 1e30, "mean": 0.0, "var": 1e-10}
+    ),
+    "float16-huge": make_case(
+        dtype="float16", **ONE, values={"x": 200.0, "weight": 250.0, "gamma": 0.5, "mean": 1.0, "var": 3.0}
+    ),
+    "float64-near-max": make_case(
+        dtype="float64", **ONE, values={"x": 1e154, "weight": 1e154, "gamma": 1.0, "mean": 0.0, "var": 4.0}
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_unfolded_program_is_within_its_bound(name: str) -> None:
+    verdict = check(CASES[name], resolve_pass("identity")).verdict
+    misses = [f for f in verdict.lowering if f.symptom is Symptom.BASELINE_OUT_OF_TOLERANCE]
+    assert misses == [], misses[0].message if misses else ""
+    assert verdict.findings == ()
