@@ -13,10 +13,11 @@ and float64 value is exactly a Python float) and serialised with
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -331,6 +332,17 @@ def _ints(data: Mapping[str, Any], key: str, n: int, where: str) -> tuple[int, .
     return tuple(value)
 
 
+@contextlib.contextmanager
+def _within(where: str) -> Iterator[None]:
+    """Prefix the field of a :class:`CaseError` raised by a constructor with ``where``."""
+    try:
+        yield
+    except CaseError as exc:
+        if exc.field.startswith("case."):
+            raise
+        raise CaseError(f"{where}.{exc.field}", str(exc).split(": ", 1)[1]) from None
+
+
 def case_from_json(obj: Any) -> Case:
     """Parse :func:`case_to_json` output; raises :class:`CaseError` naming the field."""
     data = _mapping(obj, "case")
@@ -348,7 +360,7 @@ def case_from_json(obj: Any) -> Case:
         where = f"case.blocks[{i}]"
         b = _mapping(raw, where)
         bn_raw = _mapping(_get(b, "bn", dict, where), f"{where}.bn")
-        try:
+        with _within(f"{where}.bn"):
             bn = BatchNormAttrs(
                 axis=_get(bn_raw, "axis", int, f"{where}.bn"),
                 epsilon=_hexfloat(bn_raw, "epsilon", f"{where}.bn"),
@@ -357,10 +369,11 @@ def case_from_json(obj: Any) -> Case:
                 momentum=_hexfloat(bn_raw, "momentum", f"{where}.bn"),
                 training=_get(bn_raw, "training", bool, f"{where}.bn"),
             )
-            conv = None
-            if "conv" in b:
-                c = _mapping(b["conv"], f"{where}.conv")
-                w = f"{where}.conv"
+        conv = None
+        if "conv" in b:
+            w = f"{where}.conv"
+            c = _mapping(b["conv"], w)
+            with _within(w):
                 conv = Conv2dAttrs(
                     strides=_ints(c, "strides", 2, w),  # type: ignore[arg-type]
                     padding=_ints(c, "padding", 4, w),  # type: ignore[arg-type]
@@ -370,10 +383,6 @@ def case_from_json(obj: Any) -> Case:
                     kernel_layout=_get(c, "kernel_layout", str, w),
                     out_dtype=_get(c, "out_dtype", str, w),
                 )
-        except CaseError as exc:
-            if exc.field.startswith("case."):
-                raise
-            raise CaseError(f"{where}.{exc.field}", str(exc).split(": ", 1)[1]) from None
         tensors = {name: _tensor_from_json(b[name], f"{where}.{name}") for name in OPERANDS if name in b}
         for name in ("gamma", "beta", "mean", "var"):
             if name not in tensors:
@@ -390,17 +399,13 @@ def case_from_json(obj: Any) -> Case:
             )
         )
     params = _get(data, "parameters", list, "case")
-    try:
+    with _within("case"):
         return Case(
             topology=topology,
             data=_tensor_from_json(_get(data, "data", dict, "case"), "case.data"),
             blocks=tuple(blocks),
             parameters=tuple(params),
         )
-    except CaseError as exc:
-        if exc.field.startswith("case."):
-            raise
-        raise CaseError(f"case.{exc.field}", str(exc).split(": ", 1)[1]) from None
 
 
 def dumps(case: Case) -> str:
