@@ -27,6 +27,7 @@ from typing import Any
 import hypothesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from hypothesis.errors import Flaky
 from hypothesis.reporting import with_reporter
 
 import strategies
@@ -174,10 +175,12 @@ class _Campaign:
         try:
             with with_reporter(lambda _message: None):
                 test()
-        except _OutOfBudget:
+        except (_OutOfBudget, _Found):
             pass
-        except Exception:  # _Found, or Flaky after a capped shrink
-            pass
+        except Flaky:
+            pass  # a capped shrink: the final replay no longer raised; self.last holds the case
+        # Any other exception is a bug of ours (an invalid case, a crash in the oracle):
+        # it propagates, with Hypothesis's minimal example attached.
         if self.last is None:
             return None
         checked, finding = self.last
