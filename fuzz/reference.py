@@ -285,7 +285,7 @@ def _batch_norm(x: _Tracked, block: Block, wide: type) -> tuple[_Tracked, _Track
                 np.abs(keep * mean) + np.abs(mom * mu),
                 gamma_k(3, facts.u),
                 np.abs(mom) * e_mu + 2 * eta,
-                np.ones(c, dtype=bool),
+                np.asarray(x.robust.all() & _in_range(sum_hi, facts)),
             )
             new_var = _Tracked(
                 dtype,
@@ -293,7 +293,12 @@ def _batch_norm(x: _Tracked, block: Block, wide: type) -> tuple[_Tracked, _Track
                 np.abs(keep * var) + np.abs(mom * var_b),
                 gamma_k(3, facts.u),
                 np.abs(mom) * e_var + 2 * eta,
-                np.isfinite(e_var),
+                np.asarray(
+                    x.robust.all()
+                    & np.isfinite(e_var)
+                    & _in_range(sum_hi, facts)
+                    & _in_range(square_sum_hi, facts)
+                ),
             )
         else:
             d, s = _bn_scale(block, dtype, wide, var)
@@ -336,12 +341,15 @@ def _finish(t: _Tracked) -> Expected:
     with np.errstate(all="ignore"):
         ref_u = float(np.finfo(t.value.dtype).eps) / 2
         bound = SAFETY * t.error() + REFERENCE_ROUNDINGS * ref_u * t.budget
-        judged = t.robust & np.isfinite(bound) & np.isfinite(t.value)
+        # Whatever the op-level checks said: the result itself, widened by its error,
+        # must be inside the range.
+        robust = t.robust & np.isfinite(t.value) & _in_range(np.abs(t.value) + bound, dtype_facts(t.dtype))
+        judged = robust & np.isfinite(bound)
     return Expected(
         dtype=t.dtype,
         value=t.value,
         bound=np.where(judged, bound, np.inf),
-        robust=np.asarray(t.robust & np.isfinite(t.value)),
+        robust=np.asarray(robust),
         judged=np.asarray(judged),
         budget=t.budget,
     )

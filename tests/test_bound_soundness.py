@@ -12,6 +12,7 @@ from fuzz.campaign import check
 from fuzz.case import Topology
 from fuzz.oracle import Symptom
 from fuzz.passes import resolve_pass
+from fuzz.reference import reference
 
 ONE = {"c_in": 1, "c_out": 1, "height": 1, "width": 1, "kh": 1, "kw": 1}
 
@@ -49,3 +50,15 @@ def test_unfolded_program_is_within_its_bound(name: str) -> None:
     misses = [f for f in verdict.lowering if f.symptom is Symptom.BASELINE_OUT_OF_TOLERANCE]
     assert misses == [], misses[0].message if misses else ""
     assert verdict.findings == ()
+
+
+def test_overflowing_batch_variance_is_not_robust() -> None:
+    # x = 2^125 beside a padded zero: the squared deviations overflow float32, so the
+    # new variance is inf in TVM too; no finiteness can be demanded of it.
+    case = make_case(
+        topology=Topology.BN_STATS, training=True, c_in=1, c_out=1, height=1, width=1, kh=1, kw=1,
+        padding=(0, 0, 0, 1), values={"x": 2.0**125, "weight": 1.0, "gamma": 1.0, "beta": 1.0, "mean": 1.0, "var": 1.0},
+    )  # fmt: skip
+    verdict = check(case, resolve_pass("identity")).verdict
+    assert verdict.findings == () and verdict.lowering == ()
+    assert not reference(case).outputs[2].robust.any()
