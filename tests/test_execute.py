@@ -41,17 +41,6 @@ OVERFLOW = make_case(
 )  # fmt: skip
 
 
-def test_all_is_the_public_surface() -> None:
-    module = fuzz.execute
-    defined = {
-        name
-        for name, value in vars(module).items()
-        if not name.startswith("_") and getattr(value, "__module__", None) == module.__name__
-    }
-    assert defined <= set(module.__all__)
-    assert all(hasattr(module, name) for name in module.__all__)
-
-
 def outputs(result: Outputs | Failure) -> Outputs:
     assert isinstance(result, Outputs), result
     return result
