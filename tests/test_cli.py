@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,9 +16,10 @@ ATTRIBUTE_KEYS = {"dtype", "data_layout", "kernel_layout", "axis", "center", "sc
 
 
 def test_help_explains_every_option() -> None:
-    exe = shutil.which("bnfuzz")
-    assert exe is not None, "the console script is installed with the package"
-    out = subprocess.run([exe, "run", "--help"], capture_output=True, text=True, check=True).stdout
+    # the console script sits next to the interpreter the package is installed in
+    exe = Path(sys.executable).with_name("bnfuzz")
+    assert exe.exists(), f"the console script is installed with the package ({exe})"
+    out = subprocess.run([str(exe), "run", "--help"], capture_output=True, text=True, check=True).stdout
     for option in ("--pass", "--budget", "--max-examples", "--seed", "--out", "--json", "--shrink-seconds"):
         assert option in out
     assert "Exit codes" in out
