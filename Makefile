@@ -15,8 +15,9 @@ $(BIN)/bnfuzz: pyproject.toml
 
 setup: $(BIN)/bnfuzz
 
+# bnfuzz exits 1 when it finds bugs, which is what this job is for; 2 is a real error.
 fuzz: setup
-	$(BIN)/bnfuzz run --pass upstream --budget $(BUDGET) --out findings
+	$(BIN)/bnfuzz run --pass upstream --budget $(BUDGET) --out findings || [ $$? -eq 1 ]
 
 lint: setup
 	$(BIN)/ruff check .

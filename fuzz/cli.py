@@ -219,7 +219,7 @@ def _print_table(summary: dict[str, Any]) -> None:
     for r in rows:
         print("  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) + "  " + r[4])
     if summary["lowering"]:
-        print("lowering findings (unfolded program outside its own bound, not the pass):")
+        print("findings against TVM's lowering (the unfolded program, not the pass):")
         for sig, n in summary["lowering"].items():
             print(f"  {sig}: {n}")
 
