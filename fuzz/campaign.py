@@ -32,7 +32,7 @@ from hypothesis.reporting import with_reporter
 
 import strategies
 from fuzz.case import Case
-from fuzz.execute import Execution, execute
+from fuzz.execute import Execution, Runner, execute
 from fuzz.oracle import Finding, Verdict, judge
 from fuzz.passes import PassFactory
 from fuzz.reference import Reference, reference
@@ -49,9 +49,9 @@ class Checked:
     verdict: Verdict
 
 
-def check(case: Case, make_pass: PassFactory) -> Checked:
-    """Run one case through a pass and judge it."""
-    execution = execute(case, make_pass)
+def check(case: Case, make_pass: PassFactory, runner: Runner | None = None) -> Checked:
+    """Run one case through a pass and judge it (``runner``: see :func:`fuzz.execute.execute`)."""
+    execution = execute(case, make_pass, runner)
     ref = reference(case)
     return Checked(case, execution, ref, judge(case, execution, ref))
 
@@ -105,6 +105,7 @@ class _Campaign:
     """The state shared by the rounds of one campaign."""
 
     make_pass: PassFactory
+    runner: Runner | None
     budget_seconds: float | None
     max_examples: int | None
     shrink_seconds: float
@@ -140,7 +141,7 @@ class _Campaign:
             raise _OutOfBudget
         else:
             self.result.examples += 1
-        checked = check(case, self.make_pass)
+        checked = check(case, self.make_pass, self.runner)
         _record(self.result, checked, shrinking)
         if not shrinking and self.result.examples % 10 == 0:
             self.progress(False)
@@ -202,12 +203,17 @@ def run_campaign(
     shrink_seconds: float = 120.0,
     cases: st.SearchStrategy[Case] | None = None,
     on_progress: Callable[[Progress], None] | None = None,
+    runner: Runner | None = None,
 ) -> CampaignResult:
-    """Fuzz ``make_pass`` until a budget runs out; return every distinct bug found."""
+    """Fuzz ``make_pass`` until a budget runs out; return every distinct bug found.
+
+    ``runner`` compiles and runs modules: the naive :func:`fuzz.execute.compile_and_run`
+    by default, or :meth:`fuzz.compile_cache.CompileCache.run`.
+    """
     if budget_seconds is None and max_examples is None:
         raise ValueError("give budget_seconds or max_examples (or both)")
     strategy = cases if cases is not None else strategies.cases()
-    campaign = _Campaign(make_pass, budget_seconds, max_examples, shrink_seconds, on_progress)
+    campaign = _Campaign(make_pass, runner, budget_seconds, max_examples, shrink_seconds, on_progress)
     while not campaign.exhausted():
         hit = campaign.run_round(strategy, seed * 1000 + campaign.result.rounds)
         if hit is None:

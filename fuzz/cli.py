@@ -87,16 +87,27 @@ def _parser() -> argparse.ArgumentParser:
         help="write each shrunk finding as a JSON file into DIR (created if missing)",
     )
     run.add_argument("--json", action="store_true", help="print one JSON summary object on stdout")
+    run.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="rebuild both graphs for every example instead of compiling once per structure",
+    )
+    run.add_argument(
+        "--cache-dir",
+        type=Path,
+        metavar="DIR",
+        help="keep compiled structures in DIR as well, for later runs (default: memory only)",
+    )
     return parser
 
 
-def _check_out_dir(out: Path) -> None:
+def _check_out_dir(out: Path, option: str = "--out") -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=out, prefix=".bnfuzz-probe-"):
             pass
     except OSError as exc:
-        raise UsageError(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
+        raise UsageError(f"{option} {out}: cannot write there ({exc.strerror or exc})") from None
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -145,8 +156,18 @@ def _run(args: argparse.Namespace) -> int:
             flush=True,
         )
 
+    runner = None
+    cache = None
+    if not args.no_cache:
+        from fuzz.compile_cache import CompileCache
+
+        if args.cache_dir is not None:
+            _check_out_dir(args.cache_dir, "--cache-dir")
+        cache = CompileCache(directory=args.cache_dir)
+        runner = cache.run
     result = run_campaign(
         make_pass,
+        runner=runner,
         budget_seconds=budget,
         max_examples=args.max_examples,
         seed=args.seed,
@@ -187,6 +208,9 @@ def _run(args: argparse.Namespace) -> int:
         "seconds": round(result.seconds, 3),
         "findings": findings,
         "lowering": dict(result.lowering),
+        "cache": None
+        if cache is None
+        else {"structures": cache.stats.builds, "hit_rate": round(cache.stats.hit_rate, 4)},
         "tvm": tvm_version(),
     }
     if args.json:

@@ -50,10 +50,12 @@ __all__ = [
     "Execution",
     "Failure",
     "Outputs",
+    "Runner",
     "Stage",
     "compile_and_run",
     "count_batch_norms",
     "execute",
+    "outputs_of",
 ]
 
 #: Plain llvm, no ``mcpu``: with a host CPU, LLVM contracts multiply-add into FMA and
@@ -141,7 +143,8 @@ def _flatten(value: Any) -> list[Any]:
     return [leaf for item in value for leaf in _flatten(item)]
 
 
-def _outputs(value: Any) -> Outputs:
+def outputs_of(value: Any) -> Outputs:
+    """The VM's return value, flattened, as :class:`Outputs`."""
     tensors = [t.numpy() for t in _flatten(value)]
     return Outputs(
         values=tuple(t.astype(np.float64) for t in tensors),
@@ -169,7 +172,7 @@ def compile_and_run(
     except Exception as exc:
         return Failure.from_exception(Stage.RUN, exc), time.perf_counter() - start
     seconds = time.perf_counter() - start
-    return _outputs(result), seconds
+    return outputs_of(result), seconds
 
 
 def _idempotent(make_pass: Callable[[], Any], after: tvm.IRModule) -> bool:
@@ -180,15 +183,28 @@ def _idempotent(make_pass: Callable[[], Any], after: tvm.IRModule) -> bool:
     return structural_equal(after, again)
 
 
-def execute(case: Case, make_pass: Callable[[], tvm.ir.transform.Pass]) -> Execution:
+#: Compiles and runs a module on inputs: :func:`compile_and_run` (naive) or
+#: :meth:`fuzz.compile_cache.CompileCache.run` (compile once per structure).
+Runner = Callable[[tvm.IRModule, Sequence[np.ndarray[Any, Any]]], tuple[Outputs | Failure, float]]
+
+
+def execute(
+    case: Case, make_pass: Callable[[], tvm.ir.transform.Pass], runner: Runner | None = None
+) -> Execution:
     """Run ``case`` unfolded and through ``make_pass()``; see :class:`Execution`.
+
+    ``runner`` compiles and runs both modules (default :func:`compile_and_run`).
 
     Raises :class:`fuzz.build.ModuleError` if TVM rejects the case itself (no pass
     involved); every later TVM exception becomes a :class:`Failure`.
     """
+    run = runner if runner is not None else compile_and_run
     inputs = runtime_inputs(case)
+    # Two copies: the pass gets one; the other is run as the baseline and kept
+    # pristine for comparison, in case a pass mutates its input.
+    pristine = build_module(case)
     before = build_module(case)
-    baseline, baseline_seconds = compile_and_run(build_module(case), inputs)
+    baseline, baseline_seconds = run(pristine, inputs)
 
     start = time.perf_counter()
     try:
@@ -205,9 +221,8 @@ def execute(case: Case, make_pass: Callable[[], tvm.ir.transform.Pass]) -> Execu
         )
     pass_seconds = time.perf_counter() - start
 
-    reference = build_module(case)  # a pristine copy, in case the pass mutated its input
-    changed = not structural_equal(reference, after)
-    fired = count_batch_norms(after) < count_batch_norms(reference)
+    changed = not structural_equal(pristine, after)
+    fired = count_batch_norms(after) < count_batch_norms(pristine)
     idempotent = _idempotent(make_pass, after)
 
     folded: Outputs | Failure
@@ -217,7 +232,7 @@ def execute(case: Case, make_pass: Callable[[], tvm.ir.transform.Pass]) -> Execu
     except Exception as exc:
         folded = Failure.from_exception(Stage.WELL_FORMED, exc)
     else:
-        folded, folded_seconds = compile_and_run(after, inputs)
+        folded, folded_seconds = run(after, inputs)
     return Execution(
         baseline=baseline,
         folded=folded,

@@ -1,0 +1,199 @@
+"""Compile once per structure: lift constants to parameters, cache executables.
+
+A module's compiled code depends on its *structure* (operators, shapes, dtypes,
+attributes), not on the values of its constants. :func:`lift_constants` turns
+every tensor constant of ``main`` (the case's bound operands and whatever the
+pass under test created from them) into a trailing function parameter, so
+modules that differ only in values become structurally equal. A
+:class:`CompileCache` keeps one loaded VM per structure (LRU, bounded) and
+optionally exported libraries on disk, and :meth:`CompileCache.run` has the
+same contract as :func:`fuzz.execute.compile_and_run`: the cached path is a
+drop-in runner for :func:`fuzz.execute.execute`.
+
+Key idea: a cached entry is never trusted blindly. In memory, a hit is confirmed
+by structural equality with the stored lifted module (a hash collision rebuilds).
+On disk, an entry carries the SHA-256 of its library and the TVMScript text of its
+module; a mismatch of either, or a library that fails to load, is rebuilt and
+overwritten. Constant folding that the pipeline would have done at compile time
+now runs in the VM with the same kernels; ``tests/test_compile_cache.py`` checks
+that the two paths agree bit for bit on extreme values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tvm
+import tvm_ffi
+from tvm import relax
+
+from fuzz.build import FUNCTION_NAME
+from fuzz.compat import constant_value, to_device, tvm_version, type_of
+from fuzz.execute import TARGET, Failure, Outputs, Stage, outputs_of
+
+__all__ = ["CacheStats", "CompileCache", "lift_constants"]
+
+
+@relax.expr_functor.mutator
+class _LiftConstants(relax.PyExprMutator):
+    """Replaces every tensor constant by a fresh parameter, in visiting order."""
+
+    def __init__(self, mod: tvm.IRModule) -> None:
+        super().__init__(mod)
+        self.params: list[Any] = []
+        self.values: list[np.ndarray[Any, Any]] = []
+
+    def visit_generic_const_(self, op: Any) -> Any:
+        var = relax.Var(f"lifted{len(self.params)}", type_of(op))
+        self.params.append(var)
+        self.values.append(constant_value(op))
+        return var
+
+
+def lift_constants(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[np.ndarray[Any, Any]]]:
+    """``mod`` with every tensor constant of ``main`` made a trailing parameter, and their values."""
+    func = mod[FUNCTION_NAME]
+    lifter = _LiftConstants(mod)
+    body = lifter.visit_expr(func.body)
+    lifted = relax.Function(list(func.params) + lifter.params, body, None, func.is_pure, func.attrs)
+    return tvm.IRModule({FUNCTION_NAME: lifted}), lifter.values
+
+
+@dataclass
+class CacheStats:
+    """What the cache did: memory hits, disk hits, builds, and entries it refused to trust."""
+
+    hits: int = 0
+    disk_hits: int = 0
+    builds: int = 0
+    rebuilt: int = 0
+    evictions: int = 0
+
+    @property
+    def lookups(self) -> int:
+        return self.hits + self.disk_hits + self.builds
+
+    @property
+    def hit_rate(self) -> float:
+        return (self.hits + self.disk_hits) / self.lookups if self.lookups else 0.0
+
+
+@dataclass
+class _Entry:
+    module: tvm.IRModule
+    main: Any  # the VM's main function
+    library: Any  # keeps the loaded library alive
+
+
+class CompileCache:
+    """Loaded executables keyed by lifted structure and target; LRU, optionally on disk."""
+
+    def __init__(self, *, capacity: int = 256, directory: Path | None = None) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity={capacity} must be at least 1")
+        self.capacity = capacity
+        self.directory = directory
+        if directory is not None:
+            directory.mkdir(parents=True, exist_ok=True)
+        self.stats = CacheStats()
+        self._entries: OrderedDict[tuple[int, str], _Entry] = OrderedDict()
+        self._target = str(TARGET)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def run(
+        self, mod: tvm.IRModule, inputs: Sequence[np.ndarray[Any, Any]]
+    ) -> tuple[Outputs | Failure, float]:
+        """Like :func:`fuzz.execute.compile_and_run`, compiling only unseen structures."""
+        start = time.perf_counter()
+        lifted, values = lift_constants(mod)
+        try:
+            entry = self._lookup(lifted)
+        except Exception as exc:
+            return Failure.from_exception(Stage.BUILD, exc), time.perf_counter() - start
+        try:
+            result = entry.main(*[to_device(a) for a in inputs], *[to_device(v) for v in values])
+        except Exception as exc:
+            return Failure.from_exception(Stage.RUN, exc), time.perf_counter() - start
+        return outputs_of(result), time.perf_counter() - start
+
+    def _lookup(self, lifted: tvm.IRModule) -> _Entry:
+        key = (int(tvm_ffi.structural_hash(lifted)), self._target)
+        entry = self._entries.get(key)
+        if entry is not None and tvm_ffi.structural_equal(entry.module, lifted):
+            self._entries.move_to_end(key)
+            self.stats.hits += 1
+            return entry
+        if entry is not None:
+            self.stats.rebuilt += 1  # a hash collision: never trust it
+        entry = self._from_disk(key, lifted)
+        if entry is None:
+            entry = self._build(key, lifted)
+        self._entries[key] = entry
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.capacity:
+            self._entries.popitem(last=False)
+            self.stats.evictions += 1
+        return entry
+
+    def _paths(self, key: tuple[int, str]) -> tuple[Path, Path]:
+        assert self.directory is not None
+        digest = hashlib.sha256(f"{key[0]}|{key[1]}|{tvm_version()}".encode()).hexdigest()[:32]
+        return self.directory / f"{digest}.so", self.directory / f"{digest}.json"
+
+    def _from_disk(self, key: tuple[int, str], lifted: tvm.IRModule) -> _Entry | None:
+        if self.directory is None:
+            return None
+        library, meta = self._paths(key)
+        if not (library.exists() and meta.exists()):
+            return None
+        try:
+            recorded = json.loads(meta.read_text())
+            blob = library.read_bytes()
+            if recorded.get("sha256") != hashlib.sha256(blob).hexdigest():
+                raise ValueError("library checksum mismatch")
+            if recorded.get("module") != lifted.script():
+                raise ValueError("a different module under the same key")
+            loaded = tvm.runtime.load_module(str(library))
+            vm = relax.VirtualMachine(loaded, tvm.cpu())
+        except Exception:
+            self.stats.rebuilt += 1
+            return None
+        self.stats.disk_hits += 1
+        return _Entry(lifted, vm[FUNCTION_NAME], loaded)
+
+    def _build(self, key: tuple[int, str], lifted: tvm.IRModule) -> _Entry:
+        exe = relax.build(relax.pipeline.zero_pipeline()(lifted), target=TARGET)
+        self.stats.builds += 1
+        vm = relax.VirtualMachine(exe, tvm.cpu())
+        if self.directory is not None:
+            self._save(key, lifted, exe)
+        return _Entry(lifted, vm[FUNCTION_NAME], exe)
+
+    def _save(self, key: tuple[int, str], lifted: tvm.IRModule, exe: Any) -> None:
+        library, meta = self._paths(key)
+        fd, tmp = tempfile.mkstemp(dir=library.parent, suffix=".so")
+        os.close(fd)
+        try:
+            exe.export_library(tmp)
+            digest = hashlib.sha256(Path(tmp).read_bytes()).hexdigest()
+            meta_tmp = Path(tmp).with_suffix(".json")
+            meta_tmp.write_text(
+                json.dumps({"sha256": digest, "module": lifted.script(), "tvm": tvm_version()})
+            )
+            os.replace(tmp, library)
+            os.replace(meta_tmp, meta)
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+            Path(tmp).with_suffix(".json").unlink(missing_ok=True)

@@ -1,0 +1,110 @@
+"""Compile once per structure: bit-identical to the naive path, and never trusting a bad entry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from cases import make_case
+from hypothesis import given, settings
+
+import strategies
+from fuzz.case import Case
+from fuzz.compile_cache import CompileCache, lift_constants
+from fuzz.execute import Execution, Failure, Outputs, execute
+from fuzz.passes import resolve_pass
+
+ONE = {"c_in": 2, "c_out": 2, "height": 2, "width": 2, "kh": 1, "kw": 1}
+EXTREME = [
+    make_case(**ONE, values={"x": 1e13, "weight": [1e13, -1e13, 1e13, -1e13], "gamma": 1e13, "var": 1.0}),
+    make_case(**ONE, values={"x": 3e-39, "weight": 1e-30, "gamma": 1e30, "var": 1e-40}, epsilon=0.0),
+    make_case(**ONE, values={"x": 3e38, "weight": 0.5, "gamma": 7.0, "mean": -0.0, "var": 2e-44}),
+    make_case(**ONE, dtype="float16", values={"x": 60000.0, "weight": 2.0, "gamma": 3.0}),
+    make_case(**ONE, dtype="float64", values={"x": 1e300, "weight": 1e10, "gamma": 1e-300}),
+    make_case(**ONE, center=False, scale=False, values={"x": -0.0, "beta": 5.0}),
+]
+
+
+def bits(outputs: Outputs | Failure) -> Any:
+    if isinstance(outputs, Failure):
+        return (outputs.stage, outputs.error_type)
+    return (outputs.dtypes, outputs.shapes, [v.tobytes() for v in outputs.values])
+
+
+def assert_same(naive: Execution, cached: Execution) -> None:
+    assert bits(cached.baseline) == bits(naive.baseline)
+    assert bits(cached.folded) == bits(naive.folded)
+
+
+@pytest.mark.parametrize("pass_name", ["upstream", "identity"])
+@pytest.mark.parametrize("index", range(len(EXTREME)))
+def test_cached_path_is_bit_identical_on_extreme_values(pass_name: str, index: int) -> None:
+    make_pass = resolve_pass(pass_name)
+    case = EXTREME[index]
+    cache = CompileCache()
+    assert_same(execute(case, make_pass), execute(case, make_pass, cache.run))
+
+
+CACHE = CompileCache(capacity=64)
+
+
+@settings(max_examples=15)
+@given(strategies.cases())
+def test_cached_path_is_bit_identical_on_generated_cases(case: Case) -> None:
+    make_pass = resolve_pass("upstream")
+    assert_same(execute(case, make_pass), execute(case, make_pass, CACHE.run))
+
+
+def test_lifting_makes_values_irrelevant_to_structure() -> None:
+    a, va = lift_constants(execute_module(make_case(values={"gamma": 2.0})))
+    b, vb = lift_constants(execute_module(make_case(values={"gamma": 3.0})))
+    from fuzz.compat import structural_equal
+
+    assert structural_equal(a, b)
+    assert not all(np.array_equal(x, y) for x, y in zip(va, vb, strict=True))
+
+
+def execute_module(case: Case) -> Any:
+    from fuzz.build import build_module
+
+    return resolve_pass("upstream")()(build_module(case))
+
+
+def test_second_run_of_a_structure_is_a_hit() -> None:
+    cache = CompileCache()
+    make_pass = resolve_pass("upstream")
+    execute(make_case(values={"gamma": 2.0}), make_pass, cache.run)
+    builds = cache.stats.builds
+    execute(make_case(values={"gamma": 5.0}), make_pass, cache.run)
+    assert cache.stats.builds == builds and cache.stats.hits == 2
+
+
+def test_capacity_bounds_the_cache() -> None:
+    cache = CompileCache(capacity=1)
+    for c_out in (1, 2, 3):
+        execute(make_case(c_out=c_out), resolve_pass("identity"), cache.run)
+    assert len(cache) == 1 and cache.stats.evictions >= 2
+
+
+def test_disk_entries_are_reused_and_bad_ones_rebuilt(tmp_path: Path) -> None:
+    case = make_case(values={"gamma": 2.0})
+    make_pass = resolve_pass("upstream")
+    first = CompileCache(directory=tmp_path)
+    expected = execute(case, make_pass, first.run)
+    libraries = sorted(tmp_path.glob("*.so"))
+    assert len(libraries) == 2  # unfolded and folded structures
+
+    fresh = CompileCache(directory=tmp_path)
+    assert_same(expected, execute(case, make_pass, fresh.run))
+    assert fresh.stats.disk_hits == 2 and fresh.stats.builds == 0
+
+    blob = bytearray(libraries[0].read_bytes())
+    blob[len(blob) // 2] ^= 0xFF  # corrupt one library
+    libraries[0].write_bytes(bytes(blob))
+    meta = libraries[1].with_suffix(".json")
+    meta.write_text(meta.read_text().replace("main", "mian", 1))  # a stale module text
+    distrustful = CompileCache(directory=tmp_path)
+    assert_same(expected, execute(case, make_pass, distrustful.run))
+    assert distrustful.stats.rebuilt == 2 and distrustful.stats.builds == 2
