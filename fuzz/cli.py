@@ -1,6 +1,7 @@
 """The ``bnfuzz`` command line.
 
 ``bnfuzz run --pass P [--budget SECONDS | --max-examples N] [--seed S] [--out DIR] [--json]``
+``bnfuzz bench [--pass P] [--seconds S] [--json]``
 
 Exit codes: 0 no findings, 1 findings, 2 usage error (bad arguments, unknown pass,
 unwritable output folder).
@@ -98,7 +99,80 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="keep compiled structures in DIR as well, for later runs (default: memory only)",
     )
+    bench = sub.add_parser(
+        "bench",
+        help="measure checked value sets per second: naive path against compile-once, side by side",
+        description="Draw value sets once, then check them with the naive path, the cached path from a "
+        "cold cache, and the cached path warm, each for the same time slice; then a growth table.",
+    )
+    bench.add_argument(
+        "--pass",
+        dest="pass_name",
+        default="upstream",
+        metavar="P",
+        help="the pass to run (default upstream; same names as for run)",
+    )
+    bench.add_argument(
+        "--seconds",
+        type=_positive(float),
+        default=120.0,
+        help="time slice of each of the three phases (default 120)",
+    )
+    bench.add_argument(
+        "--growth-seconds",
+        type=_positive(float),
+        default=5.0,
+        help="time slice per path and layer size in the growth table (default 5)",
+    )
+    bench.add_argument(
+        "--campaign-seconds",
+        type=float,
+        default=0.0,
+        help="also run the campaign with each path for this long and compare first hits (default 0: skip)",
+    )
+    bench.add_argument("--seed", type=int, default=0, help="seed of the drawn value sets (default 0)")
+    bench.add_argument("--json", action="store_true", help="print one JSON summary object on stdout")
     return parser
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from fuzz.bench import run_bench
+    from fuzz.passes import UnknownPass, resolve_pass
+
+    try:
+        make_pass = resolve_pass(args.pass_name)
+    except UnknownPass as exc:
+        raise UsageError(str(exc)) from None
+    summary = run_bench(
+        make_pass,
+        seconds=args.seconds,
+        seed=args.seed,
+        growth_seconds=args.growth_seconds,
+        campaign_seconds=args.campaign_seconds,
+        log=lambda message: print(f"bench: {message}", file=sys.stderr, flush=True),
+    )
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return EXIT_CLEAN
+    for path in ("naive", "cached_cold", "cached_warm"):
+        row = summary[path]
+        print(
+            f"{path:12} {row['value_sets']:7d} value sets in {row['seconds']:7.1f} s "
+            f"= {row['per_second']:8.1f}/s"
+        )
+    print(
+        f"cached/naive: {summary['ratio_cold']}x cold, {summary['ratio_warm']}x warm; "
+        f"cold hit rate {summary['cached_cold']['hit_rate']:.1%}"
+    )
+    print("growth (float32 conv-bn, 3x3): channels spatial naive/s cached-warm/s")
+    for g in summary["growth"]:
+        print(
+            f"  {g['channels']:4d} {g['spatial']:4d} {g['naive_per_second']:10.2f} "
+            f"{g['cached_warm_per_second']:10.2f}"
+        )
+    for sig, times in summary.get("first_hit_seconds", {}).items():
+        print(f"first hit {sig}: naive {times.get('naive', '-')} s, cached {times.get('cached', '-')} s")
+    return EXIT_CLEAN
 
 
 def _check_out_dir(out: Path, option: str = "--out") -> None:
@@ -257,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _run(args)
+        if args.command == "bench":
+            return _bench(args)
     except UsageError as exc:
         print(f"bnfuzz: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

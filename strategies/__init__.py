@@ -18,6 +18,14 @@ max_batch=2)``
     dimension built with length C, so a pass that ignores ``axis`` computes wrong
     numbers instead of only crashing. Shrinks to one channel, batch 1, 1x1 data
     and kernel, float32, NCHW, OIHW, conv-bn, every value 1.0.
+``case_batches(*, max_size=8, **kwargs)``
+    Tuples of 1 to ``max_size`` cases of one structure: the first is drawn by
+    ``cases(**kwargs)`` (and shrinks as it does); the others share everything
+    with it (topology, dtype, shapes, attributes, parameters) except the values
+    of data, weight, gamma, beta, mean and var, each tensor drawing its class
+    again under the same rules. Shrinks to a single case. For a runner that
+    compiles a graph once and checks it on many value sets. ``max_size`` below
+    1 raises ``InvalidArgument``; other arguments are checked by ``cases()``.
 ``conv2d_attrs(*, dtype, in_channels, out_channels, kernel_size, input_size,
 data_layouts, kernel_layouts, wide_out_dtypes)``
     :class:`~fuzz.case.Conv2dAttrs` valid for the given channels (groups divide
@@ -50,7 +58,7 @@ HUGE_SQRT     [64, 256)         [8.8e12, 1.8e19)     [8.8e12, 1.8e19)    [9.0e10
 HUGE          [8192, 65504]     [4.3e37, 3.39e38]    [4.3e37, 3.40e38]   [2.2e307, 1.8e308]
 ============  ================  ===================  ==================  ===================
 
-Modules: :mod:`.graphs` (cases), :mod:`.attributes` (operator attributes),
+Modules: :mod:`.graphs` (cases, batches), :mod:`.attributes` (operator attributes),
 :mod:`.values` (magnitudes and tensors), :mod:`.geometry` (conv windows and
 groups valid by construction), :mod:`._validation` (argument checks).
 """
@@ -58,13 +66,14 @@ groups valid by construction), :mod:`._validation` (argument checks).
 from __future__ import annotations
 
 from .attributes import Axis, batch_norm_attrs, conv2d_attrs
-from .graphs import cases
+from .graphs import case_batches, cases
 from .values import Magnitude, tensors
 
 __all__ = [
     "Axis",
     "Magnitude",
     "batch_norm_attrs",
+    "case_batches",
     "cases",
     "conv2d_attrs",
     "tensors",

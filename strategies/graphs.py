@@ -1,4 +1,4 @@
-"""Whole cases: :func:`cases`, the fuzzer's main entry point.
+"""Whole cases: :func:`cases`, the fuzzer's main entry point, and :func:`case_batches`.
 
 Draw order (so examples shrink from the top down and each part stays local):
 topology, dtype, batch_norm axis, parameter set, then block by block its
@@ -18,12 +18,18 @@ to bite by giving the named dimension of the batch_norm input length C:
   ``max(max_spatial, C)``);
 - chain: both batch_norms use the same axis; with a non-channel axis the second
   conv keeps C output channels and a window that preserves the named length.
+
+:func:`case_batches` draws one case with :func:`cases`, then a list of value
+sets for its structure: each re-draws the tensors with the same helpers, in the
+same order (``_draw_magnitude``, ``_draw_data``, ``_draw_kernel``,
+``_draw_bn_values``), reading dtypes and shapes off the first case.
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any, TypedDict
 
 import numpy as np
 from hypothesis import strategies as st
@@ -64,7 +70,7 @@ from .attributes import (
 from .geometry import Window, group_choices, multiplier_range, window_choices
 from .values import Magnitude, draw_array, is_magnitude
 
-__all__ = ["cases"]
+__all__ = ["case_batches", "cases"]
 
 DEFAULT_DTYPES: SearchStrategy[str] = mostly_first(DTYPES)
 DEFAULT_TOPOLOGIES: SearchStrategy[Topology] = mostly_first(list(Topology))
@@ -210,20 +216,101 @@ def cases(
     return _cases(options)
 
 
+def case_batches(*, max_size: int = 8, **kwargs: Any) -> SearchStrategy[tuple[Case, ...]]:
+    """Tuples of 1 to ``max_size`` cases that differ only in their tensor values.
+
+    The first case is drawn by ``cases(**kwargs)`` and shrinks exactly as it
+    does. Each further case keeps everything of the first (topology, dtype,
+    shapes, conv and batch_norm attributes, parameters) and draws again the
+    values of ``data``, ``weight``, ``gamma``, ``beta``, ``mean`` and ``var``,
+    each tensor its own class from ``magnitudes`` then its values, under the
+    same rules as :func:`cases` (variances never negative, constant data under
+    a CANCELLING first weight). The further cases are a list, so a batch
+    shrinks to the single first case. Lets a runner build and compile one
+    graph and check it on many value sets.
+
+    ``max_size`` (a value, at least 1) bounds the batch; every other argument
+    is passed to :func:`cases` and validated there.
+    """
+    check_integer(max_size, "max_size", min_value=1)
+    first = cases(**kwargs)  # validates the other arguments exactly as cases() does
+    # The default is the one cases() uses (the same module constant).
+    magnitudes: SearchStrategy[Magnitude] = kwargs.get("magnitudes", DEFAULT_MAGNITUDES)
+    return _case_batches(first, magnitudes, max_size)
+
+
 # ---------------------------------------------------------------------------
 # drawing
 
 
-def _draw_magnitude(draw: DrawFn, options: _Options) -> Magnitude:
-    return checked_draw(draw, options.magnitudes, "magnitudes", is_magnitude, "a Magnitude")
+# The value helpers take the ``magnitudes`` strategy rather than every option:
+# :func:`case_batches` re-draws a case's values with them and nothing else.
+
+
+def _draw_magnitude(draw: DrawFn, magnitudes: SearchStrategy[Magnitude]) -> Magnitude:
+    return checked_draw(draw, magnitudes, "magnitudes", is_magnitude, "a Magnitude")
 
 
 def _draw_tensor(
-    draw: DrawFn, options: _Options, dtype: str, shape: tuple[int, ...], *, allow_negative: bool
+    draw: DrawFn,
+    magnitudes: SearchStrategy[Magnitude],
+    dtype: str,
+    shape: tuple[int, ...],
+    *,
+    allow_negative: bool,
 ) -> Tensor:
-    magnitude = _draw_magnitude(draw, options)
+    magnitude = _draw_magnitude(draw, magnitudes)
     values = draw_array(draw, dtype=dtype, shape=shape, magnitude=magnitude, allow_negative=allow_negative)
     return Tensor.from_numpy(values, dtype)
+
+
+class _BnValues(TypedDict):
+    gamma: Tensor
+    beta: Tensor
+    mean: Tensor
+    var: Tensor
+
+
+def _draw_bn_values(
+    draw: DrawFn, magnitudes: SearchStrategy[Magnitude], dtype: str, channels: int
+) -> _BnValues:
+    """gamma, beta, mean, var, in that order (each: class, values); variances never negative."""
+    gamma, beta, mean, var = (
+        _draw_tensor(draw, magnitudes, dtype, (channels,), allow_negative=name != "var")
+        for name in BN_OPERANDS
+    )
+    return _BnValues(gamma=gamma, beta=beta, mean=mean, var=var)
+
+
+def _draw_data(
+    draw: DrawFn,
+    magnitudes: SearchStrategy[Magnitude],
+    dtype: str,
+    shape: tuple[int, ...],
+    *,
+    weight_class: Magnitude,
+) -> Tensor:
+    """The data under a conv whose first weight has ``weight_class``: its class, then values."""
+    data_class = _draw_magnitude(draw, magnitudes)
+    values = draw_array(
+        draw,
+        dtype=dtype,
+        shape=shape,
+        magnitude=data_class,
+        # Cancellation needs equal inputs under the +w/-w weights.
+        constant=weight_class is Magnitude.CANCELLING,
+    )
+    return Tensor.from_numpy(values, dtype)
+
+
+def _draw_kernel(
+    draw: DrawFn, attrs: Conv2dAttrs, oihw: tuple[int, ...], dtype: str, magnitude: Magnitude
+) -> Tensor:
+    """Values drawn in OIHW order (so CANCELLING pairs sit in one output channel),
+    then transposed to the kernel layout."""
+    values = draw_array(draw, dtype=dtype, shape=oihw, magnitude=magnitude)
+    permutation = ["OIHW".index(d) for d in attrs.kernel_layout]
+    return Tensor.from_numpy(np.transpose(values, permutation), dtype)
 
 
 def _draw_bn_block(
@@ -238,10 +325,8 @@ def _draw_bn_block(
 ) -> Block:
     """The batch_norm attributes, then gamma, beta, mean, var (each: class, values)."""
     bn = options.bn.draw(draw, axis)
-    gamma, beta, mean, var = (
-        _draw_tensor(draw, options, dtype, (channels,), allow_negative=name != "var") for name in BN_OPERANDS
-    )
-    return Block(bn=bn, gamma=gamma, beta=beta, mean=mean, var=var, conv=conv, weight=weight)
+    values = _draw_bn_values(draw, options.magnitudes, dtype, channels)
+    return Block(bn=bn, conv=conv, weight=weight, **values)
 
 
 def _draw_parameters(draw: DrawFn, options: _Options, topology: Topology) -> tuple[str, ...]:
@@ -357,14 +442,9 @@ def _draw_batch(draw: DrawFn, options: _Options, axis: Axis, channels: int) -> i
     return channels if axis is Axis.BATCH else draw(st.integers(1, options.max_batch))
 
 
-def _draw_weight(draw: DrawFn, options: _Options, conv: _Conv, magnitude: Magnitude) -> Tensor:
-    """Values drawn in OIHW order (so CANCELLING pairs sit in one output channel),
-    then transposed to the kernel layout."""
+def _draw_weight(draw: DrawFn, conv: _Conv, magnitude: Magnitude) -> Tensor:
     oihw = (conv.c_out, conv.c_in // conv.attrs.groups, *conv.kernel)
-    values = draw_array(draw, dtype=conv.in_dtype, shape=oihw, magnitude=magnitude)
-    layout = conv.attrs.kernel_layout
-    permutation = ["OIHW".index(d) for d in layout]
-    weight = Tensor.from_numpy(np.transpose(values, permutation), conv.in_dtype)
+    weight = _draw_kernel(draw, conv.attrs, oihw, conv.in_dtype, magnitude)
     assert weight.shape == kernel_shape(conv.attrs, conv.c_in, conv.c_out, *conv.kernel)
     return weight
 
@@ -395,19 +475,11 @@ def _cases(draw: DrawFn, options: _Options) -> Case:
     axis_index = axis.index(data_layout, negative=negative)
     first = _draw_conv(draw, options, axis=axis, data_layout=data_layout, in_dtype=dtype, previous=None)
     batch = _draw_batch(draw, options, axis, first.c_out)
-    weight_class = _draw_magnitude(draw, options)
-    data_class = _draw_magnitude(draw, options)
+    weight_class = _draw_magnitude(draw, options.magnitudes)
     dims = {"N": batch, "C": first.c_in, "H": first.in_size[0], "W": first.in_size[1]}
-    data_values = draw_array(
-        draw,
-        dtype=dtype,
-        shape=tuple(dims[d] for d in data_layout),
-        magnitude=data_class,
-        # Cancellation needs equal inputs under the +w/-w weights.
-        constant=weight_class is Magnitude.CANCELLING,
-    )
-    data = Tensor.from_numpy(data_values, dtype)
-    weight = _draw_weight(draw, options, first, weight_class)
+    shape = tuple(dims[d] for d in data_layout)
+    data = _draw_data(draw, options.magnitudes, dtype, shape, weight_class=weight_class)
+    weight = _draw_weight(draw, first, weight_class)
     blocks = [_block(draw, options, first, axis_index, weight)]
     if topology is Topology.CHAIN:
         second = _draw_conv(
@@ -418,7 +490,7 @@ def _cases(draw: DrawFn, options: _Options) -> Case:
             in_dtype=first.out_dtype,
             previous=first,
         )
-        weight = _draw_weight(draw, options, second, _draw_magnitude(draw, options))
+        weight = _draw_weight(draw, second, _draw_magnitude(draw, options.magnitudes))
         blocks.append(_block(draw, options, second, axis_index, weight))
     return Case(topology=topology, data=data, blocks=tuple(blocks), parameters=parameters)
 
@@ -436,8 +508,45 @@ def _bn_only_case(
     dims = {"N": _draw_batch(draw, options, axis, channels), "C": channels}
     for dim in (Axis.HEIGHT, Axis.WIDTH):
         dims[dim.value] = channels if axis is dim else draw(st.integers(1, options.max_spatial))
-    data = _draw_tensor(draw, options, dtype, tuple(dims[d] for d in "NCHW"), allow_negative=True)
+    data = _draw_tensor(draw, options.magnitudes, dtype, tuple(dims[d] for d in "NCHW"), allow_negative=True)
     block = _draw_bn_block(
         draw, options, axis=axis.index("NCHW", negative=negative), dtype=dtype, channels=channels
     )
     return Case(topology=Topology.BN_ONLY, data=data, blocks=(block,), parameters=parameters)
+
+
+# ---------------------------------------------------------------------------
+# batches: one structure, several value sets
+
+
+@st.composite
+def _case_batches(
+    draw: DrawFn, first: SearchStrategy[Case], magnitudes: SearchStrategy[Magnitude], max_size: int
+) -> tuple[Case, ...]:
+    case = draw(first)
+    others = draw(st.lists(_revalued(case, magnitudes), max_size=max_size - 1))
+    return (case, *others)
+
+
+@st.composite
+def _revalued(draw: DrawFn, case: Case, magnitudes: SearchStrategy[Magnitude]) -> Case:
+    """``case`` with every tensor drawn again, in the order :func:`_cases` draws them."""
+    if not case.topology.has_conv:
+        data = _draw_tensor(draw, magnitudes, case.dtype, case.data.shape, allow_negative=True)
+        (block,) = case.blocks
+        values = _draw_bn_values(draw, magnitudes, block.gamma.dtype, block.gamma.shape[0])
+        return replace(case, data=data, blocks=(replace(block, **values),))
+
+    weight_class = _draw_magnitude(draw, magnitudes)
+    data = _draw_data(draw, magnitudes, case.dtype, case.data.shape, weight_class=weight_class)
+    blocks = []
+    for i, block in enumerate(case.blocks):
+        assert block.conv is not None and block.weight is not None
+        magnitude = weight_class if i == 0 else _draw_magnitude(draw, magnitudes)
+        dims = dict(zip(block.conv.kernel_layout, block.weight.shape, strict=True))
+        oihw = tuple(dims[d] for d in "OIHW")
+        weight = _draw_kernel(draw, block.conv, oihw, block.weight.dtype, magnitude)
+        assert weight.shape == block.weight.shape
+        values = _draw_bn_values(draw, magnitudes, block.gamma.dtype, block.gamma.shape[0])
+        blocks.append(replace(block, weight=weight, **values))
+    return replace(case, data=data, blocks=tuple(blocks))

@@ -37,7 +37,7 @@ from fuzz.case import (
     loads,
     same_bits,
 )
-from strategies import Axis, Magnitude, batch_norm_attrs, cases, conv2d_attrs, tensors
+from strategies import Axis, Magnitude, batch_norm_attrs, case_batches, cases, conv2d_attrs, tensors
 
 #: Deterministic runs of many examples, independent of the active profile.
 MANY = settings(
@@ -111,7 +111,15 @@ def test_all_lists_the_public_names() -> None:
         if not name.startswith("_") and not inspect.ismodule(value) and name != "annotations"
     }
     assert sorted(strategies.__all__) == sorted(public)
-    assert public == {"Axis", "Magnitude", "batch_norm_attrs", "cases", "conv2d_attrs", "tensors"}
+    assert public == {
+        "Axis",
+        "Magnitude",
+        "batch_norm_attrs",
+        "case_batches",
+        "cases",
+        "conv2d_attrs",
+        "tensors",
+    }
 
 
 def test_every_public_argument_is_keyword_only() -> None:
@@ -526,3 +534,105 @@ def test_batch_norm_attrs_shrink_to_the_defaults() -> None:
     assert find(batch_norm_attrs(), lambda _: True, settings=SHRINK) == BatchNormAttrs()
     flipped = find(batch_norm_attrs(), lambda a: not (a.center or a.scale), settings=SHRINK)
     assert flipped == BatchNormAttrs(center=False, scale=False)
+
+
+# ---------------------------------------------------------------------------
+# case_batches: one structure, several value sets
+
+
+def structure(case: Case) -> dict[str, Any]:
+    """``case_to_json`` with every tensor's ``values`` blanked out."""
+    out = case_to_json(case)
+    out["data"]["values"] = []
+    for block in out["blocks"]:
+        for name in OPERANDS:
+            if name in block:
+                block[name]["values"] = []
+    return out
+
+
+def test_case_batches_arguments_are_keyword_only() -> None:
+    params = inspect.signature(case_batches).parameters.values()
+    assert [(p.name, p.kind) for p in params] == [
+        ("max_size", inspect.Parameter.KEYWORD_ONLY),
+        ("kwargs", inspect.Parameter.VAR_KEYWORD),
+    ]
+
+
+@settings(MANY, max_examples=200)  # about 900 cases: a batch holds 4.5 on average
+@given(case_batches())
+def test_case_batches_share_one_structure(batch: tuple[Case, ...]) -> None:
+    assert 1 <= len(batch) <= 8
+    for case in batch:
+        check_case(case)
+        assert structure(case) == structure(batch[0])
+
+
+@settings(MANY, max_examples=100)
+@given(case_batches(max_size=3, topologies=st.just(Topology.CHAIN), magnitudes=st.just(Magnitude.CANCELLING)))
+def test_case_batches_keep_data_constant_under_cancelling_weights(batch: tuple[Case, ...]) -> None:
+    assert len(batch) <= 3
+    for case in batch:
+        check_case(case)
+        assert len(set(case.data.values)) == 1
+        for block in case.blocks:  # weights alternate in OIHW order
+            assert block.conv is not None and block.weight is not None
+            w = tuple(float(v) for v in kernel_to_oihw(block.conv, block.weight.float64()).ravel())
+            assert in_class(w, block.weight.dtype, Magnitude.CANCELLING)
+            for name in ("gamma", "beta", "mean", "var"):
+                t = block.operand(name)
+                assert t is not None
+                assert in_class(t.values, t.dtype, Magnitude.CANCELLING, allow_negative=name != "var")
+
+
+def test_case_batches_vary_the_values_and_every_class() -> None:
+    sizes: set[int] = set()
+    differing = 0
+    seen: set[tuple[str, ...]] = set()
+
+    @MANY
+    @given(case_batches(max_size=4))
+    def record(batch: tuple[Case, ...]) -> None:
+        nonlocal differing
+        sizes.add(len(batch))
+        differing += any(case_to_json(c) != case_to_json(batch[0]) for c in batch[1:])
+        for case in batch[1:]:  # the re-drawn value sets alone
+            seen.update(f for f in features(case) if f[0].startswith(("magnitude", "cancelling")))
+
+    record()
+    assert sizes == {1, 2, 3, 4}
+    assert differing > 0.25 * 400
+    assert {f for f in EXPECTED if f[0].startswith(("magnitude", "cancelling"))} - seen == set()
+
+
+def test_case_batches_shrink_to_two_cases() -> None:
+    batch = find(case_batches(), lambda b: len(b) > 1, settings=SHRINK)
+    assert len(batch) == 2
+    assert structure(batch[1]) == structure(batch[0])
+
+
+def test_case_batches_shrink_to_the_case_cases_shrinks_to() -> None:
+    batch = find(case_batches(), lambda b: any(not c.blocks[0].bn.scale for c in b), settings=SHRINK)
+    assert len(batch) == 1
+    alone = find(cases(), lambda c: not c.blocks[0].bn.scale, settings=SHRINK)
+    assert case_to_json(batch[0]) == case_to_json(alone)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: case_batches(max_size=0), "max_size=0 must be at least 1"),
+        (lambda: case_batches(max_size=-3), "max_size=-3 must be at least 1"),
+        (lambda: case_batches(max_size=2.0), "max_size=2.0 must be an integer"),  # type: ignore[arg-type]
+        # Everything else is checked by cases(), with its messages.
+        (
+            lambda: case_batches(min_channels=5, max_channels=3),
+            "min_channels=5 is larger than max_channels=3",
+        ),
+        (lambda: case_batches(magnitudes=st.just("huge")), "magnitudes=just('huge')"),
+    ],
+)
+def test_case_batches_bad_arguments_fail_eagerly(make: Callable[[], object], message: str) -> None:
+    with pytest.raises(InvalidArgument) as info:
+        make()
+    assert message in str(info.value)

@@ -1,0 +1,162 @@
+"""Benchmark: the naive path against compile-once-per-structure, side by side.
+
+Both paths check the *same* generated value sets (drawn once, up front, from
+:func:`strategies.case_batches` with a fixed seed), one after the other in one
+process: first the naive path (build both graphs for every value set), then the
+cached path from a cold, empty cache, then the cached path again, warm. Each
+phase gets the same time slice. A value set counts as checked when it went
+through the pass, both programs ran and the oracle judged it.
+
+A growth table repeats the measurement on single float32 conv-bn layers of
+growing size (channels 1 to 64, spatial 1 to 32), with fixed values.
+
+Optionally (``campaign_seconds``) it runs the upstream campaign with each path
+and reports the seconds to the first hit of every signature.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import seed as hypothesis_seed
+
+import strategies
+from fuzz.campaign import check, run_campaign
+from fuzz.case import BatchNormAttrs, Block, Case, Conv2dAttrs, Tensor, Topology
+from fuzz.compile_cache import CompileCache
+from fuzz.execute import Runner
+from fuzz.passes import PassFactory
+
+#: (channels, spatial) of the growth table: channels in and out, height = width.
+GROWTH = ((1, 1), (4, 8), (16, 8), (16, 32), (64, 8), (64, 32))
+
+
+def collect_value_sets(count: int, seed: int) -> list[Case]:
+    """``count`` batches from :func:`strategies.case_batches`, flattened, deterministic."""
+    batches: list[tuple[Case, ...]] = []
+
+    @hypothesis_seed(seed)
+    @settings(
+        max_examples=count,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(strategies.case_batches())
+    def collect(batch: tuple[Case, ...]) -> None:
+        batches.append(batch)
+
+    collect()
+    return [case for batch in batches for case in batch]
+
+
+def _throughput(
+    cases: Sequence[Case], make_pass: PassFactory, runner: Runner | None, seconds: float
+) -> tuple[int, float]:
+    """Value sets checked in order within ``seconds`` (at least one), and the time taken."""
+    start = time.perf_counter()
+    done = 0
+    for case in cases:
+        check(case, make_pass, runner)
+        done += 1
+        if time.perf_counter() - start >= seconds:
+            break
+    return done, time.perf_counter() - start
+
+
+def layer_case(channels: int, spatial: int) -> Case:
+    """A float32 NCHW conv-bn layer, 3x3 kernel with padding 1, fixed ordinary values."""
+
+    def values(shape: tuple[int, ...], scale: float, offset: float = 0.0) -> Tensor:
+        n = int(np.prod(shape))
+        v = ((np.arange(n) * 7) % 17 - 8) / 8 * scale + offset
+        return Tensor.from_numpy(v.reshape(shape), "float32")
+
+    c = channels
+    data = values((1, c, spatial, spatial), 1.0)
+    conv = Conv2dAttrs(padding=(1, 1, 1, 1))
+    block = Block(
+        bn=BatchNormAttrs(),
+        gamma=values((c,), 0.25, 1.0),
+        beta=values((c,), 0.5),
+        mean=values((c,), 0.5),
+        var=values((c,), 0.25, 1.5),
+        conv=conv,
+        weight=values((c, c, 3, 3), 0.1),
+    )
+    return Case(Topology.CONV_BN, data, (block,))
+
+
+def run_bench(
+    make_pass: PassFactory,
+    *,
+    seconds: float,
+    seed: int = 0,
+    growth_seconds: float = 5.0,
+    campaign_seconds: float = 0.0,
+    log: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    """Measure both paths; see the module docstring. Returns a JSON-ready summary."""
+    log("drawing value sets")
+    cases = collect_value_sets(4000, seed)
+    log(f"naive path for {seconds:.0f} s")
+    naive_n, naive_s = _throughput(cases, make_pass, None, seconds)
+    log(f"cached path, cold, for {seconds:.0f} s")
+    cache = CompileCache(capacity=4096)
+    cold_n, cold_s = _throughput(cases, make_pass, cache.run, seconds)
+    cold_stats = (cache.stats.hit_rate, cache.stats.builds)
+    log(f"cached path, warm, over the same {cold_n} value sets")
+    warm_n, warm_s = _throughput(cases[:cold_n], make_pass, cache.run, seconds)
+    summary: dict[str, Any] = {
+        "value_sets_drawn": len(cases),
+        "naive": {
+            "value_sets": naive_n,
+            "seconds": round(naive_s, 2),
+            "per_second": round(naive_n / naive_s, 2),
+        },
+        "cached_cold": {
+            "value_sets": cold_n,
+            "seconds": round(cold_s, 2),
+            "per_second": round(cold_n / cold_s, 2),
+            "hit_rate": round(cold_stats[0], 4),
+            "structures_compiled": cold_stats[1],
+        },
+        "cached_warm": {
+            "value_sets": warm_n,
+            "seconds": round(warm_s, 2),
+            "per_second": round(warm_n / warm_s, 2),
+        },
+    }
+    summary["ratio_cold"] = round(summary["cached_cold"]["per_second"] / summary["naive"]["per_second"], 2)
+    summary["ratio_warm"] = round(summary["cached_warm"]["per_second"] / summary["naive"]["per_second"], 2)
+    growth = []
+    for channels, spatial in GROWTH:
+        log(f"growth: {channels} channels, {spatial}x{spatial}")
+        layer = [layer_case(channels, spatial)] * 1000
+        n_naive, s_naive = _throughput(layer, make_pass, None, growth_seconds)
+        layer_cache = CompileCache()
+        check(layer[0], make_pass, layer_cache.run)  # warm it
+        n_warm, s_warm = _throughput(layer, make_pass, layer_cache.run, growth_seconds)
+        growth.append(
+            {
+                "channels": channels,
+                "spatial": spatial,
+                "naive_per_second": round(n_naive / s_naive, 2),
+                "cached_warm_per_second": round(n_warm / s_warm, 2),
+            }
+        )
+    summary["growth"] = growth
+    if campaign_seconds > 0:
+        detection: dict[str, dict[str, float]] = {}
+        for path, runner in (("naive", None), ("cached", CompileCache().run)):
+            log(f"{path} campaign for {campaign_seconds:.0f} s")
+            result = run_campaign(make_pass, budget_seconds=campaign_seconds, seed=seed, runner=runner)
+            for hit in result.hits:
+                detection.setdefault(str(hit.signature), {})[path] = round(hit.first_seconds, 1)
+        summary["first_hit_seconds"] = detection
+    return summary
