@@ -131,25 +131,38 @@ class _Campaign:
             r = self.result
             self.on_progress(Progress(r.examples, self.elapsed(), r.hits, shrinking))
 
-    def body(self, case: Case) -> None:
-        """The Hypothesis test body: raises :class:`_Found` for the round's new bug only."""
+    def body(self, batch: tuple[Case, ...]) -> None:
+        """The Hypothesis test body: checks a batch of value sets of one structure and
+        raises :class:`_Found` for the round's new bug only."""
         shrinking = self.key is not None
-        if shrinking:
-            if time.monotonic() - self.shrink_start > self.shrink_seconds:
-                return  # stop shrinking; the last failing case is kept
-        elif self.exhausted():
+        if shrinking and time.monotonic() - self.shrink_start > self.shrink_seconds:
+            return  # stop shrinking; the last failing case is kept
+        if not shrinking and self.exhausted():
             raise _OutOfBudget
-        else:
-            self.result.examples += 1
-        checked = check(case, self.make_pass, self.runner)
-        _record(self.result, checked, shrinking)
-        if not shrinking and self.result.examples % 10 == 0:
-            self.progress(False)
+        pressure, ratio = -1000.0, 0.0
+        for case in batch:
+            if not shrinking:
+                if self.exhausted():
+                    break
+                self.result.examples += 1
+            checked = check(case, self.make_pass, self.runner)
+            _record(self.result, checked, shrinking)
+            if checked.execution.changed:
+                pressure = max(pressure, checked.reference.fold_pressure)
+            ratio = max(ratio, checked.verdict.worst_ratio)
+            if not shrinking and self.result.examples % 10 == 0:
+                self.progress(False)
+            self._raise_if_new(checked, shrinking)
+        # Only graphs the pass rewrote can overflow because of it: climb there.
+        hypothesis.target(min(pressure, 1000.0), label="fold pressure (log2)")
+        hypothesis.target(min(ratio, 1e6), label="error / allowed")
+
+    def _raise_if_new(self, checked: Checked, shrinking: bool) -> None:
         finding = checked.verdict.primary
         if finding is None:
             return
         for hit in self.result.hits:
-            if hit.signature.covers(finding, case):
+            if hit.signature.covers(finding, checked.case):
                 hit.hits += 0 if shrinking else 1
                 return
         key = (finding.symptom, finding.error_type)
@@ -160,7 +173,7 @@ class _Campaign:
             self.last = (checked, finding)
             raise _Found(finding.symptom.value)
 
-    def run_round(self, strategy: st.SearchStrategy[Case], seed: int) -> Hit | None:
+    def run_round(self, strategy: st.SearchStrategy[tuple[Case, ...]], seed: int) -> Hit | None:
         """One Hypothesis run: the next new bug, shrunk, or None when the budget is spent."""
         self.result.rounds += 1
         self.key, self.last = None, None
@@ -212,7 +225,9 @@ def run_campaign(
     """
     if budget_seconds is None and max_examples is None:
         raise ValueError("give budget_seconds or max_examples (or both)")
-    strategy = cases if cases is not None else strategies.cases()
+    # Several value sets of one structure per example: with a compile cache they cost
+    # one compilation; shrinking still ends at a single case.
+    strategy = cases.map(lambda case: (case,)) if cases is not None else strategies.case_batches()
     campaign = _Campaign(make_pass, runner, budget_seconds, max_examples, shrink_seconds, on_progress)
     while not campaign.exhausted():
         hit = campaign.run_round(strategy, seed * 1000 + campaign.result.rounds)
@@ -225,17 +240,13 @@ def run_campaign(
 
 
 def _record(result: CampaignResult, checked: Checked, shrinking: bool) -> None:
-    """Hypothesis targets and events, and the campaign's own coverage counters."""
+    """Hypothesis events, and the campaign's own coverage counters."""
     verdict = checked.verdict
     attrs = classify(checked.case)
     combo = ",".join(f"{k}={v}" for k, v in attrs.items())
     fired = checked.execution.fired
     hypothesis.event(f"fired={fired}")
     hypothesis.event(f"dtype={attrs['dtype']} layout={attrs['data_layout']}/{attrs['kernel_layout']}")
-    if checked.execution.changed:
-        # Only graphs the pass rewrote can overflow because of it: climb there.
-        hypothesis.target(max(checked.reference.fold_pressure, -1000.0), label="fold pressure (log2)")
-    hypothesis.target(min(verdict.worst_ratio, 1e6), label="error / allowed")
     if shrinking:
         return
     result.fired += checked.execution.changed

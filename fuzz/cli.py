@@ -71,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
         "--max-examples",
         type=_positive(int),
         metavar="N",
-        help="stop after N generated examples (shrinking steps are not counted)",
+        help="stop after N checked value sets (cases); shrinking steps are not counted",
     )
     run.add_argument("--seed", type=int, default=0, help="seed of the Hypothesis search (default 0)")
     run.add_argument(
