@@ -16,8 +16,13 @@ from hypothesis import Phase, event, given, settings
 import strategies
 from fuzz.campaign import check
 from fuzz.case import Case, dumps
+from fuzz.compile_cache import CompileCache
 from fuzz.oracle import Symptom
 from fuzz.passes import PassFactory, resolve_pass
+
+#: One compile cache for the whole property run (bit-identical to rebuilding, see
+#: test_compile_cache.py); structures recur across examples and passes.
+RUNNER = CompileCache(capacity=1024).run
 
 #: name on the command line -> factory
 PASSES: dict[str, PassFactory] = {
@@ -32,7 +37,7 @@ def assert_no_finding(case: Case, make_pass: PassFactory, name: str) -> None:
     result nobody should trust). TVM 0.27's float32 results from half-precision
     batch_norm (``baseline-signature-change``) are a known lowering defect, recorded
     as an event instead."""
-    verdict = check(case, make_pass).verdict
+    verdict = check(case, make_pass, RUNNER).verdict
     lowering = [f for f in verdict.lowering if f.symptom is Symptom.BASELINE_OUT_OF_TOLERANCE]
     for f in verdict.lowering:
         event(f"lowering: {f.symptom.value}")
@@ -57,5 +62,5 @@ def test_pass_has_no_finding(name: str, case: Case) -> None:
 @settings(phases=[Phase.explicit, Phase.reuse, Phase.generate])  # a hit is enough: no shrinking
 @given(case=strategies.cases())
 def test_upstream_has_no_finding(case: Case) -> None:
-    verdict = check(case, resolve_pass("upstream")).verdict
+    verdict = check(case, resolve_pass("upstream"), RUNNER).verdict
     assert verdict.primary is None, verdict.primary
