@@ -14,7 +14,8 @@ Key idea: a cached entry is never trusted blindly. In memory, a hit is confirmed
 by structural equality with the stored lifted module (a hash collision rebuilds).
 On disk, an entry carries the SHA-256 of its library and the TVMScript text of its
 module; a mismatch of either, or a library that fails to load, is rebuilt and
-overwritten. Constant folding that the pipeline would have done at compile time
+overwritten (by an atomic rename: a library may be mapped into a running process,
+so a file is never rewritten in place). Constant folding that the pipeline would have done at compile time
 now runs in the VM with the same kernels; ``tests/test_compile_cache.py`` checks
 that the two paths agree bit for bit on extreme values.
 """

@@ -102,7 +102,10 @@ def test_disk_entries_are_reused_and_bad_ones_rebuilt(tmp_path: Path) -> None:
 
     blob = bytearray(libraries[0].read_bytes())
     blob[len(blob) // 2] ^= 0xFF  # corrupt one library
-    libraries[0].write_bytes(bytes(blob))
+    # as a new file: the old one is still mapped into this process by `fresh`
+    corrupt = libraries[0].with_suffix(".tmp")
+    corrupt.write_bytes(bytes(blob))
+    corrupt.replace(libraries[0])
     meta = libraries[1].with_suffix(".json")
     meta.write_text(meta.read_text().replace("main", "mian", 1))  # a stale module text
     distrustful = CompileCache(directory=tmp_path)
