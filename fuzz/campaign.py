@@ -81,8 +81,8 @@ class CampaignResult:
     examples: int
     seconds: float
     hits: list[Hit]
-    #: generated examples the pass changed (it fired), out of ``examples``
-    fired: int = 0
+    #: checked value sets whose module the pass changed, out of ``examples``
+    changed: int = 0
     #: how often each (attribute combination, fired) pair was run
     coverage: Counter[str] = field(default_factory=Counter)
     #: findings against TVM's lowering (the unfolded program), by symptom and dtype
@@ -213,7 +213,7 @@ def run_campaign(
     budget_seconds: float | None = None,
     max_examples: int | None = None,
     seed: int = 0,
-    shrink_seconds: float = 120.0,
+    shrink_seconds: float = 60.0,
     cases: st.SearchStrategy[Case] | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     runner: Runner | None = None,
@@ -249,7 +249,7 @@ def _record(result: CampaignResult, checked: Checked, shrinking: bool) -> None:
     hypothesis.event(f"dtype={attrs['dtype']} layout={attrs['data_layout']}/{attrs['kernel_layout']}")
     if shrinking:
         return
-    result.fired += checked.execution.changed
+    result.changed += checked.execution.changed
     result.coverage[f"{combo},fired={fired}"] += 1
     for low in verdict.lowering:
         result.lowering[f"{low.symptom.value}[dtype={checked.case.dtype}]"] += 1

@@ -278,7 +278,7 @@ def _run(args: argparse.Namespace) -> int:
         "pass": args.pass_name,
         "seed": args.seed,
         "examples": result.examples,
-        "fired": result.fired,
+        "changed": result.changed,
         "seconds": round(result.seconds, 3),
         "findings": findings,
         "lowering": dict(result.lowering),
@@ -297,7 +297,7 @@ def _run(args: argparse.Namespace) -> int:
 def _print_table(summary: dict[str, Any]) -> None:
     print(
         f"{summary['examples']} examples in {summary['seconds']:.0f} s against pass "
-        f"{summary['pass']!r} (TVM {summary['tvm']}); the pass changed {summary['fired']} of them; "
+        f"{summary['pass']!r} (TVM {summary['tvm']}); the pass changed {summary['changed']} of them; "
         f"{len(summary['findings'])} distinct findings"
     )
     if not summary["findings"]:

@@ -34,7 +34,7 @@ def test_distinct_bugs_are_reported_once_each() -> None:
 def test_a_correct_pass_has_no_hits() -> None:
     result = run_campaign(resolve_pass("identity"), max_examples=5, cases=st.sampled_from([CLEAN, IOHW]))
     # Hypothesis stops when the two cases are exhausted
-    assert result.hits == [] and result.examples == 2 and result.fired == 0
+    assert result.hits == [] and result.examples == 2 and result.changed == 0
 
 
 def test_errors_in_our_own_code_propagate() -> None:
