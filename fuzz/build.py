@@ -6,6 +6,10 @@ Two functions, one per half of a call:
   written with ``relax.BlockBuilder`` the way a frontend writes it: one dataflow block,
   one binding per operator, ``TupleGetItem(batch_norm(...), 0)`` as its own binding.
 - :func:`runtime_inputs` gives the arrays to pass to ``main``, in parameter order.
+- :func:`lift_constants` turns every constant of ``main`` into a trailing parameter
+  (the form a compile-once cache keys on); :func:`unfolded_program` is that lifted
+  module memoised per structure, with the inputs to run it: a compile-once runner
+  uses it for the baseline, one module object per structure, not one per value set.
 
 Key idea: the parameter list is derived from the case alone. ``x`` comes first, then,
 for each block ``i`` and each operand named in ``case.parameters`` (in
@@ -18,6 +22,7 @@ module is what the case says, not a normalised version of it.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -25,15 +30,18 @@ import tvm
 from tvm import relax
 
 from fuzz.case import OPERANDS, Block, Case, Tensor, Topology
-from fuzz.compat import TensorType, summarise_error, to_device
+from fuzz.compat import TensorType, constant_value, summarise_error, to_device, type_of
 
 __all__ = [
     "DATA_NAME",
     "FUNCTION_NAME",
     "ModuleError",
     "build_module",
+    "lift_constants",
     "parameter_names",
     "runtime_inputs",
+    "structure_key",
+    "unfolded_program",
 ]
 
 #: The name of the function the module exports.
@@ -69,6 +77,75 @@ def parameter_names(case: Case) -> list[str]:
 def runtime_inputs(case: Case) -> list[np.ndarray[Any, Any]]:
     """The arrays to pass to ``main``, in parameter order, each in its exact dtype."""
     return [case.data.numpy()] + [tensor.numpy() for _, tensor in _operands(case)]
+
+
+@relax.expr_functor.mutator
+class _LiftConstants(relax.PyExprMutator):
+    """Replaces every tensor constant by a fresh parameter, in visiting order."""
+
+    def __init__(self, mod: tvm.IRModule) -> None:
+        super().__init__(mod)
+        self.params: list[Any] = []
+        self.values: list[np.ndarray[Any, Any]] = []
+
+    def visit_generic_const_(self, op: Any) -> Any:
+        var = relax.Var(f"lifted{len(self.params)}", type_of(op))
+        self.params.append(var)
+        self.values.append(constant_value(op))
+        return var
+
+
+def lift_constants(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[np.ndarray[Any, Any]]]:
+    """``mod`` with every tensor constant of ``main`` made a trailing parameter, and their values."""
+    func = mod[FUNCTION_NAME]
+    lifter = _LiftConstants(mod)
+    body = lifter.visit_expr(func.body)
+    lifted = relax.Function(list(func.params) + lifter.params, body, None, func.is_pure, func.attrs)
+    return tvm.IRModule({FUNCTION_NAME: lifted}), lifter.values
+
+
+def structure_key(case: Case) -> tuple[Any, ...]:
+    """Everything of ``case`` but its tensor values: equal keys give equal modules up to constants."""
+
+    def shape(tensor: Tensor | None) -> tuple[str, tuple[int, ...]] | None:
+        return None if tensor is None else (tensor.dtype, tensor.shape)
+
+    blocks = tuple(
+        (block.bn, block.conv, *(shape(block.operand(name)) for name in OPERANDS)) for block in case.blocks
+    )
+    return (case.topology, shape(case.data), case.parameters, blocks)
+
+
+_UNFOLDED: OrderedDict[tuple[Any, ...], tvm.IRModule] = OrderedDict()
+_UNFOLDED_CAPACITY = 1024
+
+
+def unfolded_program(case: Case) -> tuple[tvm.IRModule, list[np.ndarray[Any, Any]]]:
+    """``case``'s module with every operand a parameter, and the inputs to run it with.
+
+    The module is :func:`build_module`'s with its constants turned into trailing
+    parameters in the order they are used (what
+    :func:`lift_constants` makes of it), so it computes the same
+    thing and, when a pass leaves a module unchanged, both compile to one entry.
+    The module object is shared by all cases with one :func:`structure_key` (an LRU
+    of 1024), so a cache can recognise it without hashing it again.
+    """
+    key = structure_key(case)
+    mod = _UNFOLDED.get(key)
+    if mod is None:
+        mod = _UNFOLDED[key] = lift_constants(build_module(case))[0]
+        while len(_UNFOLDED) > _UNFOLDED_CAPACITY:
+            _UNFOLDED.popitem(last=False)
+    _UNFOLDED.move_to_end(key)
+    # Constants in the order the module uses them: block by block, the conv's weight,
+    # then batch_norm's gamma, beta, mean, var (the order of OPERANDS).
+    constants = [
+        tensor.numpy()
+        for block in case.blocks
+        for name in OPERANDS
+        if name not in case.parameters and (tensor := block.operand(name)) is not None
+    ]
+    return mod, runtime_inputs(case) + constants
 
 
 def _var(name: str, tensor: Tensor) -> relax.Var:

@@ -1,7 +1,7 @@
 """Compile once per structure: lift constants to parameters, cache executables.
 
 A module's compiled code depends on its *structure* (operators, shapes, dtypes,
-attributes), not on the values of its constants. :func:`lift_constants` turns
+attributes), not on the values of its constants. :func:`fuzz.build.lift_constants` turns
 every tensor constant of ``main`` (the case's bound operands and whatever the
 pass under test created from them) into a trailing function parameter, so
 modules that differ only in values become structurally equal. A
@@ -38,36 +38,11 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from fuzz.build import FUNCTION_NAME
-from fuzz.compat import constant_value, to_device, tvm_version, type_of
+from fuzz.build import FUNCTION_NAME, lift_constants
+from fuzz.compat import to_device, tvm_version
 from fuzz.execute import TARGET, Failure, Outputs, Stage, outputs_of
 
-__all__ = ["CacheStats", "CompileCache", "lift_constants"]
-
-
-@relax.expr_functor.mutator
-class _LiftConstants(relax.PyExprMutator):
-    """Replaces every tensor constant by a fresh parameter, in visiting order."""
-
-    def __init__(self, mod: tvm.IRModule) -> None:
-        super().__init__(mod)
-        self.params: list[Any] = []
-        self.values: list[np.ndarray[Any, Any]] = []
-
-    def visit_generic_const_(self, op: Any) -> Any:
-        var = relax.Var(f"lifted{len(self.params)}", type_of(op))
-        self.params.append(var)
-        self.values.append(constant_value(op))
-        return var
-
-
-def lift_constants(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[np.ndarray[Any, Any]]]:
-    """``mod`` with every tensor constant of ``main`` made a trailing parameter, and their values."""
-    func = mod[FUNCTION_NAME]
-    lifter = _LiftConstants(mod)
-    body = lifter.visit_expr(func.body)
-    lifted = relax.Function(list(func.params) + lifter.params, body, None, func.is_pure, func.attrs)
-    return tvm.IRModule({FUNCTION_NAME: lifted}), lifter.values
+__all__ = ["CacheStats", "CompileCache"]
 
 
 @dataclass
@@ -94,6 +69,12 @@ class _Entry:
     module: tvm.IRModule
     main: Any  # the VM's main function
     library: Any  # keeps the loaded library alive
+    #: a structure that failed to build fails the same way again (kept in memory only)
+    failure: Failure | None = None
+
+
+#: (structural hash of the lifted module, target)
+_Key = tuple[int, str]
 
 
 class CompileCache:
@@ -107,7 +88,8 @@ class CompileCache:
         if directory is not None:
             directory.mkdir(parents=True, exist_ok=True)
         self.stats = CacheStats()
-        self._entries: OrderedDict[tuple[int, str], _Entry] = OrderedDict()
+        self._entries: OrderedDict[_Key, _Entry] = OrderedDict()
+        self._constant_free: OrderedDict[int, tuple[tvm.IRModule, tvm.IRModule, _Key]] = OrderedDict()
         self._target = str(TARGET)
 
     def __len__(self) -> int:
@@ -118,19 +100,38 @@ class CompileCache:
     ) -> tuple[Outputs | Failure, float]:
         """Like :func:`fuzz.execute.compile_and_run`, compiling only unseen structures."""
         start = time.perf_counter()
-        lifted, values = lift_constants(mod)
+        lifted, values, key = self._lift(mod)
         try:
-            entry = self._lookup(lifted)
+            entry = self._lookup(key, lifted)
         except Exception as exc:
-            return Failure.from_exception(Stage.BUILD, exc), time.perf_counter() - start
+            failure = Failure.from_exception(Stage.BUILD, exc)
+            self._insert(key, _Entry(lifted, None, None, failure))
+            return failure, time.perf_counter() - start
+        if entry.failure is not None:
+            return entry.failure, time.perf_counter() - start
         try:
             result = entry.main(*[to_device(a) for a in inputs], *[to_device(v) for v in values])
         except Exception as exc:
             return Failure.from_exception(Stage.RUN, exc), time.perf_counter() - start
         return outputs_of(result), time.perf_counter() - start
 
-    def _lookup(self, lifted: tvm.IRModule) -> _Entry:
+    def _lift(self, mod: tvm.IRModule) -> tuple[tvm.IRModule, list[np.ndarray[Any, Any]], _Key]:
+        """Lift and hash ``mod``; a constant-free module object seen before is not
+        lifted and hashed again (see :func:`fuzz.build.unfolded_program`)."""
+        known = self._constant_free.get(id(mod))
+        if known is not None and known[0].same_as(mod):
+            self._constant_free.move_to_end(id(mod))
+            return known[1], [], known[2]
+        lifted, values = lift_constants(mod)
         key = (int(tvm_ffi.structural_hash(lifted)), self._target)
+        if not values:
+            # Holding ``mod`` keeps its id from being reused while it is remembered.
+            self._constant_free[id(mod)] = (mod, lifted, key)
+            while len(self._constant_free) > self.capacity:
+                self._constant_free.popitem(last=False)
+        return lifted, values, key
+
+    def _lookup(self, key: _Key, lifted: tvm.IRModule) -> _Entry:
         entry = self._entries.get(key)
         if entry is not None and tvm_ffi.structural_equal(entry.module, lifted):
             self._entries.move_to_end(key)
@@ -141,19 +142,22 @@ class CompileCache:
         entry = self._from_disk(key, lifted)
         if entry is None:
             entry = self._build(key, lifted)
+        self._insert(key, entry)
+        return entry
+
+    def _insert(self, key: _Key, entry: _Entry) -> None:
         self._entries[key] = entry
         self._entries.move_to_end(key)
         while len(self._entries) > self.capacity:
             self._entries.popitem(last=False)
             self.stats.evictions += 1
-        return entry
 
-    def _paths(self, key: tuple[int, str]) -> tuple[Path, Path]:
+    def _paths(self, key: _Key) -> tuple[Path, Path]:
         assert self.directory is not None
         digest = hashlib.sha256(f"{key[0]}|{key[1]}|{tvm_version()}".encode()).hexdigest()[:32]
         return self.directory / f"{digest}.so", self.directory / f"{digest}.json"
 
-    def _from_disk(self, key: tuple[int, str], lifted: tvm.IRModule) -> _Entry | None:
+    def _from_disk(self, key: _Key, lifted: tvm.IRModule) -> _Entry | None:
         if self.directory is None:
             return None
         library, meta = self._paths(key)
@@ -174,15 +178,15 @@ class CompileCache:
         self.stats.disk_hits += 1
         return _Entry(lifted, vm[FUNCTION_NAME], loaded)
 
-    def _build(self, key: tuple[int, str], lifted: tvm.IRModule) -> _Entry:
+    def _build(self, key: _Key, lifted: tvm.IRModule) -> _Entry:
+        self.stats.builds += 1  # a build that fails counts too
         exe = relax.build(relax.pipeline.zero_pipeline()(lifted), target=TARGET)
-        self.stats.builds += 1
         vm = relax.VirtualMachine(exe, tvm.cpu())
         if self.directory is not None:
             self._save(key, lifted, exe)
         return _Entry(lifted, vm[FUNCTION_NAME], exe)
 
-    def _save(self, key: tuple[int, str], lifted: tvm.IRModule, exe: Any) -> None:
+    def _save(self, key: _Key, lifted: tvm.IRModule, exe: Any) -> None:
         library, meta = self._paths(key)
         fd, tmp = tempfile.mkstemp(dir=library.parent, suffix=".so")
         os.close(fd)

@@ -1,7 +1,7 @@
 """The backend: run one case through one pass on the llvm VM, failures as values.
 
-:func:`execute` builds the case's module twice from the spec. One copy is compiled
-and run as is (the *baseline*); the other goes through the pass under test, is
+:func:`execute` builds the case's module from the spec. It is compiled and run
+as is (the *baseline*), and it goes through the pass under test, whose output is
 checked for well-formedness, then compiled and run the same way (the *folded*
 program). Both go through one pipeline, ``relax.build(zero_pipeline()(mod),
 target=TARGET)``, and the same inputs.
@@ -35,7 +35,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from fuzz.build import FUNCTION_NAME, build_module, runtime_inputs
+from fuzz.build import FUNCTION_NAME, build_module, runtime_inputs, unfolded_program
 from fuzz.case import Case
 from fuzz.compat import (
     RuntimeTensor,
@@ -175,9 +175,15 @@ def compile_and_run(
     return outputs_of(result), seconds
 
 
+def _shallow_copy(mod: tvm.IRModule) -> tvm.IRModule:
+    """A new module holding the same (immutable) functions: a pass that assigns
+    ``mod[name] = ...`` on its input changes the copy, not ``mod``."""
+    return tvm.IRModule(dict(mod.functions), attrs=mod.attrs, global_infos=mod.global_infos)
+
+
 def _idempotent(make_pass: Callable[[], Any], after: tvm.IRModule) -> bool:
     try:
-        again = make_pass()(after)
+        again = make_pass()(_shallow_copy(after))
     except Exception:
         return False
     return structural_equal(after, again)
@@ -193,22 +199,28 @@ def execute(
 ) -> Execution:
     """Run ``case`` unfolded and through ``make_pass()``; see :class:`Execution`.
 
-    ``runner`` compiles and runs both modules (default :func:`compile_and_run`).
+    ``runner`` compiles and runs both modules. Without one, both go through
+    :func:`compile_and_run` and the baseline is the constant-bound module, exactly
+    what the pass sees (the naive path). With one (a compile-once cache), the
+    baseline is :func:`fuzz.build.unfolded_program`: the same computation with every
+    operand a parameter, one module object per structure, so the cache need not
+    lift and hash it for every value set. ``tests/test_compile_cache.py`` checks
+    that the two paths agree bit for bit.
 
     Raises :class:`fuzz.build.ModuleError` if TVM rejects the case itself (no pass
     involved); every later TVM exception becomes a :class:`Failure`.
     """
-    run = runner if runner is not None else compile_and_run
-    inputs = runtime_inputs(case)
-    # Two copies: the pass gets one; the other is run as the baseline and kept
-    # pristine for comparison, in case a pass mutates its input.
-    pristine = build_module(case)
     before = build_module(case)
-    baseline, baseline_seconds = run(pristine, inputs)
+    if runner is None:
+        run: Runner = compile_and_run
+        baseline, baseline_seconds = run(before, runtime_inputs(case))
+    else:
+        run = runner
+        baseline, baseline_seconds = run(*unfolded_program(case))
 
     start = time.perf_counter()
     try:
-        after = make_pass()(before)
+        after = make_pass()(_shallow_copy(before))
     except Exception as exc:
         return Execution(
             baseline=baseline,
@@ -221,8 +233,8 @@ def execute(
         )
     pass_seconds = time.perf_counter() - start
 
-    changed = not structural_equal(pristine, after)
-    fired = count_batch_norms(after) < count_batch_norms(pristine)
+    changed = not structural_equal(before, after)
+    fired = count_batch_norms(after) < count_batch_norms(before)
     idempotent = _idempotent(make_pass, after)
 
     folded: Outputs | Failure
@@ -232,7 +244,7 @@ def execute(
     except Exception as exc:
         folded = Failure.from_exception(Stage.WELL_FORMED, exc)
     else:
-        folded, folded_seconds = run(after, inputs)
+        folded, folded_seconds = run(after, runtime_inputs(case))
     return Execution(
         baseline=baseline,
         folded=folded,

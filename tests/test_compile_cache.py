@@ -11,9 +11,11 @@ from cases import make_case
 from hypothesis import given, settings
 
 import strategies
-from fuzz.case import Case
-from fuzz.compile_cache import CompileCache, lift_constants
-from fuzz.execute import Execution, Failure, Outputs, execute
+from fuzz.build import ModuleError, build_module, lift_constants, runtime_inputs, unfolded_program
+from fuzz.case import Case, Topology
+from fuzz.compat import structural_equal
+from fuzz.compile_cache import CompileCache
+from fuzz.execute import Execution, Failure, Outputs, Stage, execute
 from fuzz.passes import resolve_pass
 
 ONE = {"c_in": 2, "c_out": 2, "height": 2, "width": 2, "kh": 1, "kw": 1}
@@ -60,15 +62,11 @@ def test_cached_path_is_bit_identical_on_generated_cases(case: Case) -> None:
 def test_lifting_makes_values_irrelevant_to_structure() -> None:
     a, va = lift_constants(execute_module(make_case(values={"gamma": 2.0})))
     b, vb = lift_constants(execute_module(make_case(values={"gamma": 3.0})))
-    from fuzz.compat import structural_equal
-
     assert structural_equal(a, b)
     assert not all(np.array_equal(x, y) for x, y in zip(va, vb, strict=True))
 
 
 def execute_module(case: Case) -> Any:
-    from fuzz.build import build_module
-
     return resolve_pass("upstream")()(build_module(case))
 
 
@@ -79,6 +77,31 @@ def test_second_run_of_a_structure_is_a_hit() -> None:
     builds = cache.stats.builds
     execute(make_case(values={"gamma": 5.0}), make_pass, cache.run)
     assert cache.stats.builds == builds and cache.stats.hits == 2
+
+
+@settings(max_examples=40)
+@given(strategies.cases())
+def test_unfolded_program_is_the_lifted_module_with_its_constants(case: Case) -> None:
+    try:
+        lifted, constants = lift_constants(build_module(case))
+    except ModuleError:
+        return
+    module, inputs = unfolded_program(case)
+    assert structural_equal(module, lifted)
+    expected = runtime_inputs(case) + constants
+    assert [(a.dtype, a.tobytes()) for a in inputs] == [(a.dtype, a.tobytes()) for a in expected]
+    assert unfolded_program(case)[0].same_as(module)  # one object per structure
+
+
+def test_a_structure_that_fails_to_build_is_not_built_again() -> None:
+    cache = CompileCache()
+    case = make_case(dtype="float16", topology=Topology.CHAIN)  # TVM cannot build it
+    first = execute(case, resolve_pass("identity"), cache.run)
+    builds = cache.stats.builds
+    again = execute(case, resolve_pass("identity"), cache.run)
+    assert isinstance(first.baseline, Failure) and first.baseline.stage is Stage.BUILD
+    assert again.baseline == first.baseline and again.folded == first.folded
+    assert cache.stats.builds == builds
 
 
 def test_capacity_bounds_the_cache() -> None:

@@ -157,6 +157,23 @@ def test_non_idempotent_pass() -> None:
     assert same_bits(outputs(ex.baseline), outputs(ex.folded))
 
 
+def in_place() -> Any:
+    """A module pass that assigns ``mod["main"]`` on its input and returns it."""
+
+    @tvm.transform.module_pass(opt_level=0, name="InPlace")
+    def assign(mod: Any, ctx: Any) -> Any:
+        mod["main"] = mod["main"].with_attr("touched", True)
+        return mod
+
+    return assign
+
+
+def test_a_pass_that_edits_its_input_in_place_is_still_seen_to_change_it() -> None:
+    ex = execute(make_case(), in_place)
+    assert ex.changed and not ex.fired
+    assert same_bits(outputs(ex.baseline), outputs(ex.folded))
+
+
 def test_build_and_run_failures_are_values() -> None:
     case = make_case(axis=-3, training=True)  # see TestTvm027: topi cannot legalize it
     built, seconds = compile_and_run(build_module(case), runtime_inputs(case))
