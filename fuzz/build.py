@@ -214,6 +214,10 @@ def build_module(case: Case) -> tvm.IRModule:
                 output = bb.emit_output(result)
             bb.emit_func_output(output)
     except Exception as exc:  # TVM's type inference rejected an operator
+        # The scopes' __exit__ left a binding block and the parameter scope open;
+        # close them, or TVM warns "BlockBuilder destroyed with remaining blocks!".
+        bb._end_block()
+        bb.end_scope()
         raise ModuleError(
             f"TVM rejects the module for this case ({case.attributes()}): "
             f"{type(exc).__name__}: {summarise_error(exc)}"

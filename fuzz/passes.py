@@ -6,8 +6,8 @@ pass object keeps the last module in ``self.mod``).
 
 Names:
 
-- a builtin name from :data:`BUILTIN_PASSES` (``upstream``, ``identity``; a ``fixed``
-  pass joins by adding one entry there), each a ``"module:attr"`` string;
+- a builtin name from :data:`BUILTIN_PASSES` (``upstream``: TVM's pass; ``fixed``: ours,
+  :mod:`fuzz.fold_batchnorm`; ``identity``: the control), each a ``"module:attr"`` string;
 - any ``"module:attr"``: the module is imported and ``attr`` looked up. It may be a
   pass class (``@function_pass`` on a class), a factory function, or a pass instance
   (then every call returns that same instance).
@@ -45,6 +45,7 @@ PassFactory = Callable[[], Any]
 BUILTIN_PASSES: dict[str, str] = {
     "upstream": "tvm.relax.transform:FoldBatchnormToConv2D",
     "identity": "fuzz.passes:identity",
+    "fixed": "fuzz.fold_batchnorm:FoldBatchnormToConv2D",
 }
 
 

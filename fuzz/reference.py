@@ -139,7 +139,10 @@ def _in_range(hi: np.ndarray[Any, Any], facts: DtypeFacts) -> np.ndarray[Any, An
 
 
 def conv2d_nchw(x: np.ndarray[Any, Any], w: np.ndarray[Any, Any], attrs: Conv2dAttrs) -> np.ndarray[Any, Any]:
-    """Grouped, strided, dilated, padded 2-D convolution of NCHW data with OIHW weights."""
+    """Grouped, strided, dilated, padded 2-D convolution of NCHW data with OIHW weights.
+
+    A sum past the wide type's range becomes inf without a warning: callers treat a
+    non-finite budget as "not robustly finite"."""
     n, c_in, h, wd = x.shape
     c_out, c_per_group, kh, kw = w.shape
     g = attrs.groups
@@ -160,7 +163,8 @@ def conv2d_nchw(x: np.ndarray[Any, Any], w: np.ndarray[Any, Any], attrs: Conv2dA
                 j * dw : j * dw + sw * (wo - 1) + 1 : sw,
             ]
             patch = patch.reshape(n, g, c_in // g, ho, wo)
-            out += np.einsum("ngchw,goc->ngohw", patch, wg[:, :, :, i, j])
+            with np.errstate(over="ignore", invalid="ignore"):
+                out += np.einsum("ngchw,goc->ngohw", patch, wg[:, :, :, i, j])
     return out.reshape(n, c_out, ho, wo)
 
 

@@ -2,7 +2,8 @@
 
 The example count comes from the Hypothesis profile (``HYPOTHESIS_PROFILE``:
 ``ci``, ``dev``, ``nightly``; see ``conftest.py``). ``identity`` and the narrow
-correct fold in ``correct_fold.py`` must give no finding; TVM's upstream pass is
+correct fold in ``correct_fold.py`` and our fixed pass (``fuzz/fold_batchnorm.py``)
+must give no finding; TVM's upstream pass is
 known to be wrong, so its property is a strict xfail: the test suite fails if the
 fuzzer ever stops finding its bugs.
 """
@@ -26,6 +27,7 @@ RUNNER = CompileCache(capacity=1024).run
 
 #: name on the command line -> factory
 PASSES: dict[str, PassFactory] = {
+    "fixed": resolve_pass("fixed"),
     "identity": resolve_pass("identity"),
     "tests.correct_fold:CorrectFold": CorrectFold,
 }

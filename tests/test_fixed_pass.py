@@ -1,0 +1,216 @@
+"""Our FoldBatchnormToConv2D (fuzz/fold_batchnorm.py): what it folds, what it leaves
+alone, and that its output is correct, finite where it must be, and usable downstream.
+
+Each defect class of the upstream pass has a case here that fails on ``upstream``
+and passes on ``fixed`` (``test_fixes_the_upstream_defect``); ``corpus/`` holds the
+same classes as minimal entries found by the fuzzer.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import tvm
+from cases import make_case
+from tvm import relax
+
+from fuzz.build import build_module
+from fuzz.campaign import check
+from fuzz.case import Case, Topology
+from fuzz.compat import assert_well_formed, constant_value, structural_equal
+from fuzz.execute import Outputs, count_batch_norms
+from fuzz.fold_batchnorm import FoldBatchnormToConv2D
+from fuzz.passes import resolve_pass
+
+FIXED = resolve_pass("fixed")
+UPSTREAM = resolve_pass("upstream")
+
+
+def ops(mod: Any) -> list[str]:
+    names: list[str] = []
+
+    def visit(expr: Any) -> None:
+        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
+            names.append(str(expr.op.name))
+
+    relax.analysis.post_order_visit(mod["main"], visit)
+    return names
+
+
+def constants(mod: Any) -> list[np.ndarray[Any, Any]]:
+    found: list[np.ndarray[Any, Any]] = []
+
+    def visit(expr: Any) -> None:
+        if isinstance(expr, relax.Call):
+            for arg in expr.args:
+                if type(arg).__name__ in ("GenericConst", "Constant"):
+                    found.append(constant_value(arg))
+
+    relax.analysis.post_order_visit(mod["main"], visit)
+    return found
+
+
+def test_the_module_depends_only_on_tvm_and_numpy() -> None:
+    source = Path(__import__("fuzz.fold_batchnorm").fold_batchnorm.__file__).read_text()
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            imported |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            imported.add((node.module or "").split(".")[0])
+    assert imported <= {"__future__", "collections", "dataclasses", "typing", "numpy", "tvm"}
+
+
+def test_called_like_upstream() -> None:
+    made = FoldBatchnormToConv2D()
+    assert isinstance(made, tvm.ir.transform.Pass)
+    assert count_batch_norms(made(build_module(make_case()))) == 0
+
+
+LEAVE_ALONE = {
+    "training": make_case(training=True),
+    "axis-not-channel": make_case(axis=2, height=3, width=3),
+    "conv-shared": make_case(topology=Topology.CONV_SHARED),
+    "statistics-used": make_case(topology=Topology.BN_STATS),
+    "bn-only": make_case(topology=Topology.BN_ONLY),
+    "weight-parameter": make_case(parameters=("weight",)),
+    "gamma-parameter": make_case(parameters=("gamma",)),
+    "zero-variance-no-epsilon": make_case(epsilon=0.0, values={"var": 0.0}),
+    "bias-out-of-range": make_case(values={"mean": 3e38, "gamma": 2.0, "var": 1.0}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LEAVE_ALONE))
+def test_leaves_unfoldable_graphs_unchanged(name: str) -> None:
+    mod = build_module(LEAVE_ALONE[name])
+    assert structural_equal(FIXED()(mod), mod)
+
+
+FOLD = {
+    "default": make_case(),
+    "negative-axis": make_case(axis=-3),
+    "nhwc": make_case(data_layout="NHWC", kernel_layout="HWIO"),
+    "nhwc-oihw": make_case(data_layout="NHWC"),
+    "iohw": make_case(kernel_layout="IOHW"),
+    "ohwi": make_case(kernel_layout="OHWI"),
+    "hwio": make_case(kernel_layout="HWIO"),
+    "depthwise": make_case(c_in=4, c_out=4, groups=4),
+    "grouped-iohw": make_case(c_in=4, c_out=6, groups=2, kernel_layout="IOHW"),
+    "float16": make_case(dtype="float16"),
+    "bfloat16": make_case(dtype="bfloat16"),
+    "float64": make_case(dtype="float64"),
+    "out-dtype": make_case(dtype="float16", out_dtype="float32"),
+    "no-scale": make_case(scale=False, values={"gamma": 7.0}),
+    "no-center": make_case(center=False, values={"beta": 7.0}),
+    "chain": make_case(topology=Topology.CHAIN, c_in=3),
+    "strided-padded-dilated": make_case(
+        strides=(2, 1), padding=(1, 0, 2, 1), dilation=(1, 2), height=7, width=7
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FOLD))
+def test_folds_and_stays_within_the_bound(name: str) -> None:
+    checked = check(FOLD[name], FIXED)
+    ex = checked.execution
+    assert ex.fired and ex.changed and ex.idempotent
+    assert checked.verdict.primary is None, checked.verdict.primary
+    assert isinstance(ex.folded, Outputs)
+
+
+# One case per upstream defect class (BACKGROUND section 2): upstream has a finding,
+# ours none.
+UPSTREAM_DEFECTS = {
+    "training": make_case(training=True),
+    "axis": make_case(axis=2, height=3, width=3),
+    "scale": make_case(scale=False, values={"gamma": 7.0}),
+    "center": make_case(center=False, values={"beta": 7.0}),
+    "nhwc": make_case(data_layout="NHWC"),  # OIHW kernel: upstream reshapes along axis 1
+    "iohw": make_case(kernel_layout="IOHW"),
+    "float16": make_case(dtype="float16"),
+    "bfloat16": make_case(dtype="bfloat16"),
+    "float64": make_case(dtype="float64"),
+    "out-dtype": make_case(dtype="float16", out_dtype="float32"),
+    "overflow": make_case(
+        c_in=1,
+        c_out=1,
+        height=1,
+        width=2,
+        kh=1,
+        kw=2,
+        values={"x": 1e13, "weight": [1e13, -1e13], "gamma": 1e13, "beta": 0.0, "mean": 0.0, "var": 1.0},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UPSTREAM_DEFECTS))
+def test_fixes_the_upstream_defect(name: str) -> None:
+    case = UPSTREAM_DEFECTS[name]
+    assert check(case, UPSTREAM).verdict.primary is not None
+    assert check(case, FIXED).verdict.primary is None
+
+
+def folded(case: Case, **options: Any) -> Any:
+    return FoldBatchnormToConv2D(**options)(build_module(case))
+
+
+def test_scale_at_most_one_goes_into_the_weights_alone() -> None:
+    mod = folded(make_case(values={"gamma": 0.5, "var": 1.0}))
+    assert ops(mod) == ["relax.nn.conv2d", "relax.add"]
+
+
+def test_scale_above_one_is_applied_after_the_conv() -> None:
+    case = make_case(c_out=1, values={"gamma": 1e13, "var": 1.0, "weight": 0.5})
+    mod = folded(case)
+    assert ops(mod) == ["relax.nn.conv2d", "relax.multiply", "relax.add"]
+    weight, remainder, _bias = constants(mod)
+    assert np.all(weight == 0.5)  # unchanged: the whole scale is the remainder
+    assert remainder.ravel()[0] == np.float32(1e13 / np.sqrt(1 + np.float32(1e-5)))
+
+
+def test_the_opt_in_folds_everything_into_the_weights() -> None:
+    case = make_case(c_out=1, values={"gamma": 8.0, "var": 1.0})
+    assert ops(folded(case, assume_bounded_activations=True)) == ["relax.nn.conv2d", "relax.add"]
+
+
+def test_small_scales_never_push_weights_below_the_normal_range() -> None:
+    # s = 2**-100 would make 2**-30 * s = 2**-130 subnormal in float32.
+    case = make_case(c_out=1, epsilon=0.0, values={"weight": 2.0**-30, "gamma": 2.0**-100, "var": 1.0})
+    weight, remainder, _bias = constants(folded(case))
+    assert np.all(np.abs(weight) >= np.finfo(np.float32).tiny)
+    assert np.all(weight == 2.0**-30 * 2.0**-96)  # scaled by the power of two 2**-96 exactly
+    assert remainder.ravel()[0] == 2.0**-4
+    assert check(case, FIXED).verdict.primary is None
+
+
+def test_weights_in_another_dtype_are_scaled_exactly() -> None:
+    # float16 weights, float32 conv: W * s would round in float16, so s_w is a power of two.
+    case = make_case(dtype="float16", out_dtype="float32", c_out=1, values={"gamma": 0.3, "var": 1.0})
+    original = build_module(case)
+    (w0,) = [c for c in constants(original) if c.ndim == 4]
+    weight, remainder, _bias = constants(folded(case))
+    assert weight.dtype == np.float16 and remainder.dtype == np.float32
+    nonzero = w0 != 0
+    ratio = weight[nonzero].astype(np.float64) / w0[nonzero].astype(np.float64)
+    assert nonzero.any() and np.all(ratio == 0.25)  # 2**-2 <= 0.3 < 2**-1
+
+
+@pytest.mark.parametrize("name", ["default", "nhwc", "float16", "depthwise", "chain"])
+def test_output_feeds_later_passes_and_both_build_pipelines(name: str) -> None:
+    mod = folded(FOLD[name], assume_bounded_activations=False)
+    assert_well_formed(mod)
+    mod = relax.transform.FoldConstant()(mod)
+    mod = relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "OHWI"]})(mod)
+    assert_well_formed(mod)
+    with tvm.transform.PassContext(opt_level=3):
+        relax.build(relax.pipeline.zero_pipeline()(mod), target="llvm")
+        relax.build(mod, target="llvm")
+
+
+def test_idempotent_on_a_folded_module() -> None:
+    mod = folded(make_case(values={"gamma": 4.0}))
+    assert structural_equal(FIXED()(mod), mod)
