@@ -4,8 +4,8 @@ For every output of a :class:`~fuzz.case.Case` this computes an
 :class:`Expected`:
 
 ``value``
-    the result in wide arithmetic (float64; ``numpy.longdouble`` for float64
-    cases, so the reference is wider than what it judges), following TVM's
+    the result in wide arithmetic (float64; ``numpy.longdouble`` for cases
+    that compute in float64, so the reference is wider than what it judges), following TVM's
     operator semantics op by op: conv2d with every attribute, batch_norm with
     ``axis``, ``epsilon`` (rounded as TVM's lowering does, see :func:`epsilon_dtype`),
     ``center``, ``scale``, ``training`` (batch statistics) and ``momentum``.
@@ -119,9 +119,11 @@ class _Tracked:
         return self.g * self.budget + self.z
 
 
-def _wide(dtype: str) -> type:
-    """The arithmetic of the reference: wider than the dtype it judges."""
-    return np.longdouble if dtype == "float64" else np.float64
+def _wide(case: Case) -> type:
+    """The arithmetic of the reference: wider than every dtype the case computes in
+    (a float32 conv with ``out_dtype="float64"`` runs its batch_norm in float64)."""
+    dtypes = {case.dtype} | {b.conv.out_dtype for b in case.blocks if b.conv is not None}
+    return np.longdouble if "float64" in dtypes else np.float64
 
 
 def _leaf(array: np.ndarray[Any, Any], dtype: str, wide: type) -> _Tracked:
@@ -361,7 +363,7 @@ def _finish(t: _Tracked) -> Expected:
 
 def reference(case: Case) -> Reference:
     """The exact outputs of ``case`` and the error bounds of a correct program."""
-    wide = _wide(case.dtype)
+    wide = _wide(case)
     x = _leaf(case.data.float64(), case.dtype, wide)
     pressure = -np.inf
     outputs: list[_Tracked] = []

@@ -38,6 +38,12 @@ CASES = {
     "float16-huge": make_case(
         dtype="float16", **ONE, values={"x": 200.0, "weight": 250.0, "gamma": 0.5, "mean": 1.0, "var": 3.0}
     ),
+    # A float32 conv with out_dtype float64: the reference must compute wider than
+    # float64, or its gamma / sqrt(var + eps) underflows to 0 where TVM's does not.
+    "float64-out-dtype-subnormal-gamma": make_case(
+        **ONE, out_dtype="float64", epsilon=1.0,
+        values={"x": 8.0, "weight": 8.0, "gamma": 5e-324, "beta": -1.3571e-319, "mean": -6.5, "var": 6.5},
+    ),
     "float64-near-max": make_case(
         dtype="float64", **ONE, values={"x": 1e154, "weight": 1e154, "gamma": 1.0, "mean": 0.0, "var": 4.0}
     ),
