@@ -31,6 +31,18 @@ def test_unknown_pass_exits_2_with_names_and_close_matches(capsys: pytest.Captur
     assert "'upstrem'" in err and "Did you mean 'upstream'" in err and "identity" in err
 
 
+@pytest.mark.parametrize("command", [["bench"], ["effectiveness"]])
+def test_other_commands_reject_an_unknown_pass(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*command, "--pass", "fixd"]) == 2
+    assert "Did you mean 'fixed'" in capsys.readouterr().err
+
+
+def test_effectiveness_rejects_zero_rounds() -> None:
+    assert main(["effectiveness", "--rounds", "0"]) == 2
+
+
 @pytest.mark.parametrize(
     "args",
     [["--budget", "-1"], ["--max-examples", "0"], ["--max-examples", "many"], ["--seed", "x"]],
