@@ -3,6 +3,8 @@
 ``bnfuzz run --pass P [--budget SECONDS | --max-examples N] [--seed S] [--out DIR] [--json]``
 ``bnfuzz bench [--pass P] [--seconds S] [--json]``
 ``bnfuzz effectiveness [--pass P] [--rounds N] [--number N] [--json]``
+``bnfuzz promote FINDING... [--corpus DIR] [--passes P,P]``
+``bnfuzz replay PATH... [--pass P]``
 
 Exit codes: 0 no findings, 1 findings, 2 usage error (bad arguments, unknown pass,
 unwritable output folder).
@@ -158,6 +160,34 @@ def _parser() -> argparse.ArgumentParser:
         help="calls per turn; a turn's time is their median (default 5)",
     )
     effect.add_argument("--json", action="store_true", help="print the rows as one JSON array on stdout")
+    promote = sub.add_parser(
+        "promote",
+        help="turn findings written by 'run --out' into corpus entries, expectations measured by replay",
+        description="Replay each finding on every pass of --passes and write a corpus entry recording, "
+        "per pass, whether it fails or passes and why.",
+        epilog="Exit codes: 0 done, 2 usage error (unreadable finding, unknown pass).",
+    )
+    promote.add_argument(
+        "findings", nargs="+", type=Path, metavar="FINDING", help="JSON files from 'run --out'"
+    )
+    promote.add_argument(
+        "--corpus", type=Path, default=Path("corpus"), help="the corpus folder to write to (default corpus/)"
+    )
+    promote.add_argument(
+        "--passes",
+        default="upstream,fixed",
+        help="comma-separated passes to record an expectation for (default upstream,fixed)",
+    )
+    replay = sub.add_parser(
+        "replay",
+        help="replay corpus entries (files or folders) and compare with their expectations",
+        description="Check each entry's case on each pass it records an expectation for (or only on --pass) "
+        "and report whether the pass still fails or passes as expected.",
+        epilog="Exit codes: 0 every entry as expected, 1 some entry not as expected, 2 usage error "
+        "(an unreadable entry is reported, named with its field, and the others still replay).",
+    )
+    replay.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="entry files or folders of them")
+    replay.add_argument("--pass", dest="pass_name", metavar="P", help="replay on this pass only")
     return parser
 
 
@@ -228,6 +258,61 @@ def _effectiveness(args: argparse.Namespace) -> int:
             cells.append(f"{r.get('batch_norms', '?')!s:>2} {finding[:18]:18} {r.get('ms', '-')!s:>10}")
         print(f"{row['layer']:48} {cells[0]:36} {cells[1]:40} {row.get('ratio', '-')}")
     return EXIT_CLEAN
+
+
+def _promote(args: argparse.Namespace) -> int:
+    from fuzz.corpus import EntryError, promote
+    from fuzz.passes import UnknownPass, resolve_pass
+
+    passes = tuple(p for p in args.passes.split(",") if p)
+    try:
+        for name in passes:
+            resolve_pass(name)
+    except UnknownPass as exc:
+        raise UsageError(str(exc)) from None
+    _check_out_dir(args.corpus, "--corpus")
+    for finding in args.findings:
+        try:
+            written = promote(finding, args.corpus, passes)
+        except EntryError as exc:
+            raise UsageError(str(exc)) from None
+        print(written)
+    return EXIT_CLEAN
+
+
+def _entry_files(paths: list[Path]) -> list[Path]:
+    files: list[Path] = []
+    for path in paths:
+        files.extend(sorted(path.glob("*.json")) if path.is_dir() else [path])
+    return files
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from fuzz.corpus import EntryError, load_entry, replay
+    from fuzz.passes import UnknownPass, resolve_pass
+
+    if args.pass_name is not None:
+        try:
+            resolve_pass(args.pass_name)
+        except UnknownPass as exc:
+            raise UsageError(str(exc)) from None
+    bad = unexpected = 0
+    for path in _entry_files(args.paths):
+        try:
+            entry = load_entry(path)
+        except EntryError as exc:
+            print(f"bnfuzz: error: {exc}", file=sys.stderr)
+            bad += 1
+            continue
+        for name in [args.pass_name] if args.pass_name else sorted(entry.expect):
+            result = replay(entry, name)
+            unexpected += not result.as_expected
+            mark = "ok  " if result.as_expected else "FAIL"
+            wanted = f"expected {result.expected}" if result.expected else "no expectation"
+            print(f"{mark} {path} on {name}: {result.status} ({wanted})")
+    if bad:
+        return EXIT_USAGE
+    return EXIT_FINDINGS if unexpected else EXIT_CLEAN
 
 
 def _check_out_dir(out: Path, option: str = "--out") -> None:
@@ -390,6 +475,10 @@ def main(argv: list[str] | None = None) -> int:
             return _bench(args)
         if args.command == "effectiveness":
             return _effectiveness(args)
+        if args.command == "promote":
+            return _promote(args)
+        if args.command == "replay":
+            return _replay(args)
     except UsageError as exc:
         print(f"bnfuzz: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

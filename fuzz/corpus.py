@@ -1,0 +1,215 @@
+"""Corpus entries: one finding as a replayable JSON file, and what each pass should do on it.
+
+An :class:`Entry` holds the case with exact values, the finding it showed (pass,
+symptom, stage, signature, message), the *expected status* per pass (``fails``: the
+pass has a finding on it; ``passes``: none), with a reason, and where it came from
+(TVM version, Python, platform, the seed and command of the campaign that found it).
+:func:`dumps_entry` writes it with sorted keys and a two-space indent, so a file
+changes only when its content does.
+
+:func:`promote` turns a campaign finding (a file ``bnfuzz run --out`` wrote) into an
+entry: the expectations are not typed in but measured, by replaying the case on every
+pass named (see :func:`replay`). :func:`replay` checks an entry against one pass and
+says whether the pass did what the entry expects.
+
+Key idea: a bad entry is reported as :class:`EntryError` naming the file and the field,
+never as a traceback, and one bad file does not stop the others from replaying.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fuzz.campaign import Checked, check
+from fuzz.case import Case, CaseError, case_from_json, case_to_json
+from fuzz.compat import tvm_version
+from fuzz.passes import resolve_pass
+
+__all__ = [
+    "ENTRY_SCHEMA",
+    "Entry",
+    "EntryError",
+    "Replay",
+    "dumps_entry",
+    "load_entry",
+    "promote",
+    "replay",
+]
+
+ENTRY_SCHEMA = 1
+EXPECTATIONS = ("fails", "passes")
+
+
+class EntryError(ValueError):
+    """A corpus file that cannot be read: names the file and the field."""
+
+    def __init__(self, path: Path | str, field: str, message: str) -> None:
+        super().__init__(f"{path}: {field}: {message}")
+        self.path = Path(path)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One finding, replayable; see the module docstring."""
+
+    case: Case
+    pass_name: str
+    symptom: str
+    stage: str
+    signature: str
+    message: str
+    #: pass name -> "fails" or "passes"
+    expect: dict[str, str]
+    #: pass name -> why (the finding's message, or "no finding")
+    reason: dict[str, str]
+    #: tvm, python, platform, seed, command
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+
+def _to_json(entry: Entry) -> dict[str, Any]:
+    return {
+        "schema": ENTRY_SCHEMA,
+        "case": case_to_json(entry.case),
+        "pass": entry.pass_name,
+        "symptom": entry.symptom,
+        "stage": entry.stage,
+        "signature": entry.signature,
+        "message": entry.message,
+        "expect": entry.expect,
+        "reason": entry.reason,
+        "provenance": entry.provenance,
+    }
+
+
+def dumps_entry(entry: Entry) -> str:
+    """The stable text of an entry: sorted keys, two-space indent, trailing newline."""
+    return json.dumps(_to_json(entry), sort_keys=True, indent=2) + "\n"
+
+
+def _field(obj: dict[str, Any], name: str, kind: type, path: Path) -> Any:
+    if name not in obj:
+        raise EntryError(path, name, "missing")
+    value = obj[name]
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise EntryError(path, name, f"expected {kind.__name__}, got {type(value).__name__}")
+    return value
+
+
+def load_entry(path: Path | str) -> Entry:
+    """Read an entry; raises :class:`EntryError` naming the file and the field."""
+    path = Path(path)
+    try:
+        obj = json.loads(path.read_text())
+    except OSError as exc:
+        raise EntryError(path, "file", exc.strerror or str(exc)) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise EntryError(path, "file", f"not valid JSON ({exc})") from None
+    if not isinstance(obj, dict):
+        raise EntryError(path, "file", "expected a JSON object")
+    schema = _field(obj, "schema", int, path)
+    if schema != ENTRY_SCHEMA:
+        raise EntryError(path, "schema", f"unknown schema version {schema}; this tool reads {ENTRY_SCHEMA}")
+    try:
+        case = case_from_json(obj.get("case"))
+    except CaseError as exc:
+        raise EntryError(path, exc.field, str(exc).split(": ", 1)[-1]) from None
+    expect = _field(obj, "expect", dict, path)
+    for name, status in expect.items():
+        if status not in EXPECTATIONS:
+            raise EntryError(path, f"expect.{name}", f"{status!r} is not one of {', '.join(EXPECTATIONS)}")
+    return Entry(
+        case=case,
+        pass_name=_field(obj, "pass", str, path),
+        symptom=_field(obj, "symptom", str, path),
+        stage=_field(obj, "stage", str, path),
+        signature=_field(obj, "signature", str, path),
+        message=_field(obj, "message", str, path),
+        expect=expect,
+        reason=_field(obj, "reason", dict, path),
+        provenance=_field(obj, "provenance", dict, path),
+    )
+
+
+@dataclass(frozen=True)
+class Replay:
+    """One entry replayed on one pass: what happened against what was expected."""
+
+    pass_name: str
+    expected: str | None
+    status: str  # "fails" or "passes"
+    checked: Checked
+
+    @property
+    def as_expected(self) -> bool:
+        return self.expected is None or self.expected == self.status
+
+
+def replay(entry: Entry, pass_name: str) -> Replay:
+    """Check the entry's case on ``pass_name`` (built, run and judged afresh)."""
+    checked = check(entry.case, resolve_pass(pass_name))
+    status = "passes" if checked.verdict.primary is None else "fails"
+    return Replay(pass_name, entry.expect.get(pass_name), status, checked)
+
+
+def _reason(checked: Checked) -> str:
+    finding = checked.verdict.primary
+    if finding is None:
+        return "no finding: built, ran and stayed within the error bound"
+    return f"{finding.symptom.value} at {finding.stage}: {finding.message}"
+
+
+def promote(finding_path: Path, corpus: Path, passes: tuple[str, ...] = ("upstream", "fixed")) -> Path:
+    """Turn a ``bnfuzz run --out`` finding into a corpus entry in ``corpus``; return its path.
+
+    The expectation for each of ``passes`` is measured by replaying the case on it.
+    """
+    try:
+        record = json.loads(finding_path.read_text())
+        case = case_from_json(record["case"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise EntryError(finding_path, "file", f"not a finding written by bnfuzz run --out ({exc})") from None
+    expect: dict[str, str] = {}
+    reason: dict[str, str] = {}
+    for name in passes:
+        checked = check(case, resolve_pass(name))
+        expect[name] = "passes" if checked.verdict.primary is None else "fails"
+        reason[name] = _reason(checked)
+    entry = Entry(
+        case=case,
+        pass_name=str(record.get("pass_name", "")),
+        symptom=str(record.get("symptom", "")),
+        stage=str(record.get("stage", "")),
+        signature=str(record.get("signature", "")),
+        message=str(record.get("message", "")),
+        expect=expect,
+        reason=reason,
+        provenance={
+            "tvm": tvm_version(),
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "seed": record.get("seed"),
+            "found_by": f"bnfuzz run --pass {record.get('pass_name')} --seed {record.get('seed')}",
+        },
+    )
+    corpus.mkdir(parents=True, exist_ok=True)
+    target = corpus / finding_path.name
+    _write_atomic(target, dumps_entry(entry))
+    return target
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

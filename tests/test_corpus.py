@@ -1,0 +1,119 @@
+"""The corpus: every entry replays as it expects (each upstream defect class fails on
+``upstream`` and passes on ``fixed``), files are stable, bad files are named errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cases import make_case
+
+from fuzz.case import case_to_json
+from fuzz.cli import main
+from fuzz.corpus import ENTRY_SCHEMA, Entry, EntryError, dumps_entry, load_entry, replay
+from fuzz.signature import classify
+
+CORPUS = Path(__file__).resolve().parent.parent / "corpus"
+ENTRIES = sorted(CORPUS.glob("*.json"))
+
+
+def defect_class(entry: Entry) -> str:
+    """The upstream defect class (BACKGROUND section 2) an entry shows."""
+    attrs = classify(entry.case)
+    if attrs["training"] == "True":
+        return "training"
+    if attrs["scale"] == "False":
+        return "scale"
+    if attrs["center"] == "False":
+        return "center"
+    if attrs["axis"] == "non-channel":
+        return "axis"
+    if attrs["data_layout"] == "NHWC":
+        return "nhwc"
+    if attrs["kernel_layout"] == "IOHW":
+        return "iohw"
+    if attrs["out_dtype"] != "same":
+        return "out-dtype"
+    if attrs["dtype"] != "float32":
+        return attrs["dtype"]
+    return "overflow" if entry.symptom == "finite-to-nonfinite" else "other"
+
+
+def test_one_entry_per_upstream_defect_class() -> None:
+    classes = sorted(defect_class(load_entry(path)) for path in ENTRIES)
+    expected = [
+        "axis", "bfloat16", "center", "float16", "float64", "iohw", "nhwc", "out-dtype", "overflow", "scale",
+        "training",
+    ]  # fmt: skip
+    assert classes == expected
+
+
+@pytest.mark.parametrize("path", ENTRIES, ids=[p.stem for p in ENTRIES])
+def test_entry_fails_on_upstream_and_passes_on_fixed(path: Path) -> None:
+    entry = load_entry(path)
+    assert entry.expect == {"upstream": "fails", "fixed": "passes"}
+    for name in ("upstream", "fixed"):
+        result = replay(entry, name)
+        assert result.as_expected, f"{path.name} on {name}: {result.status}, expected {result.expected}"
+    # Passing by leaving the graph alone is right only where folding is wrong.
+    must_not_fold = defect_class(entry) in ("training", "axis")
+    assert result.checked.execution.fired is not must_not_fold
+    assert dumps_entry(entry) == path.read_text(), "stable formatting: sorted keys, 2-space indent"
+
+
+def write_entry(tmp_path: Path, edit: object = None, text: str | None = None) -> Path:
+    obj = {
+        "schema": ENTRY_SCHEMA,
+        "case": case_to_json(make_case(kernel_layout="IOHW")),
+        "pass": "upstream",
+        "symptom": "pass-exception",
+        "stage": "pass",
+        "signature": "pass-exception:AttributeError[kernel_layout=IOHW]",
+        "message": "",
+        "expect": {"upstream": "fails", "fixed": "passes"},
+        "reason": {},
+        "provenance": {},
+    }
+    if callable(edit):
+        edit(obj)
+    path = tmp_path / "entry.json"
+    path.write_text(text if text is not None else json.dumps(obj))
+    return path
+
+
+def test_a_good_entry_loads(tmp_path: Path) -> None:
+    assert load_entry(write_entry(tmp_path)).expect["upstream"] == "fails"
+
+
+BAD = {
+    "truncated": (None, '{"schema": 1, "case": {', "file"),
+    "schema": (lambda o: o.update(schema=99), None, "schema"),
+    "case-schema": (lambda o: o["case"].update(schema=7), None, "case.schema"),
+    "size": (lambda o: o["case"]["data"]["values"].pop(), None, "case.data"),
+    "dtype": (lambda o: o["case"]["data"].update(dtype="float8"), None, "case.data.dtype"),
+    "expect": (lambda o: o["expect"].update(fixed="works"), None, "expect.fixed"),
+    "missing": (lambda o: o.pop("symptom"), None, "symptom"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD))
+def test_bad_entries_name_the_file_and_the_field(tmp_path: Path, name: str) -> None:
+    edit, text, field = BAD[name]
+    path = write_entry(tmp_path, edit, text)
+    with pytest.raises(EntryError) as info:
+        load_entry(path)
+    assert str(path) in str(info.value) and info.value.field.startswith(field), str(info.value)
+
+
+def test_replay_reports_a_bad_entry_and_replays_the_rest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = write_entry(tmp_path)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    assert main(["replay", str(bad), str(good)]) == 2
+    captured = capsys.readouterr()
+    assert f"{bad}: file: not valid JSON" in captured.err
+    assert f"ok   {good} on upstream: fails (expected fails)" in captured.out
+    assert f"ok   {good} on fixed: passes (expected passes)" in captured.out
