@@ -30,7 +30,7 @@ import tvm
 from tvm import relax
 
 from fuzz.case import OPERANDS, Block, Case, Tensor, Topology
-from fuzz.compat import TensorType, constant_value, summarise_error, to_device, type_of
+from fuzz.compat import TensorType, constant_tensor, summarise_error, to_device, type_of
 
 __all__ = [
     "DATA_NAME",
@@ -86,17 +86,18 @@ class _LiftConstants(relax.PyExprMutator):
     def __init__(self, mod: tvm.IRModule) -> None:
         super().__init__(mod)
         self.params: list[Any] = []
-        self.values: list[np.ndarray[Any, Any]] = []
+        self.values: list[Any] = []
 
     def visit_generic_const_(self, op: Any) -> Any:
         var = relax.Var(f"lifted{len(self.params)}", type_of(op))
         self.params.append(var)
-        self.values.append(constant_value(op))
+        self.values.append(constant_tensor(op))
         return var
 
 
-def lift_constants(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[np.ndarray[Any, Any]]]:
-    """``mod`` with every tensor constant of ``main`` made a trailing parameter, and their values."""
+def lift_constants(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[Any]]:
+    """``mod`` with every tensor constant of ``main`` made a trailing parameter, and their
+    values as the runtime tensors the constants hold (ready for the VM, not copied)."""
     func = mod[FUNCTION_NAME]
     lifter = _LiftConstants(mod)
     body = lifter.visit_expr(func.body)

@@ -13,7 +13,7 @@ what                         0.27                             older
 :func:`to_device`            ``tvm.runtime.tensor``           ``tvm.nd.array``
 :data:`RuntimeTensor`        ``tvm.runtime.Tensor``           ``tvm.nd.NDArray``
 :data:`Constant`             ``tvm.ir.GenericConst``          ``relax.Constant``
-:func:`constant_value`       ``const.value``                  ``const.data``
+:func:`constant_tensor`      ``const.value``                  ``const.data``
 :func:`structural_equal`     ``tvm_ffi.structural_equal``     ``tvm.ir.structural_equal``
 :func:`summarise_error`      message, backtrace apart         C++ backtrace in the message
 :func:`assert_well_formed`   ``well_formed`` raises           ``well_formed`` returns bool
@@ -39,6 +39,7 @@ __all__ = [
     "RuntimeTensor",
     "TensorType",
     "assert_well_formed",
+    "constant_tensor",
     "constant_value",
     "structural_equal",
     "summarise_error",
@@ -69,10 +70,16 @@ TensorType: Any = getattr(relax, "TensorType", None) or relax.TensorStructInfo
 Constant: Any = getattr(tvm.ir, "GenericConst", None) or relax.Constant
 
 
+def constant_tensor(const: Any) -> Any:
+    """The value of a Relax tensor constant, as the runtime tensor it holds (no copy)."""
+    value = getattr(const, "value", None)
+    return value if value is not None else const.data
+
+
 def constant_value(const: Any) -> np.ndarray[Any, Any]:
     """The value of a Relax tensor constant, as a NumPy array of its own dtype."""
-    value = getattr(const, "value", None)
-    return (value if value is not None else const.data).numpy()
+    array: np.ndarray[Any, Any] = constant_tensor(const).numpy()
+    return array
 
 
 #: The class of runtime tensors the VM returns.

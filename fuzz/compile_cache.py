@@ -45,6 +45,10 @@ from fuzz.execute import TARGET, Failure, Outputs, Stage, outputs_of
 __all__ = ["CacheStats", "CompileCache"]
 
 
+def _on_device(array: Any) -> Any:
+    return to_device(array) if isinstance(array, np.ndarray) else array
+
+
 @dataclass
 class CacheStats:
     """What the cache did: memory hits, disk hits, builds, and entries it refused to trust."""
@@ -110,12 +114,12 @@ class CompileCache:
         if entry.failure is not None:
             return entry.failure, time.perf_counter() - start
         try:
-            result = entry.main(*[to_device(a) for a in inputs], *[to_device(v) for v in values])
+            result = entry.main(*[_on_device(a) for a in inputs], *values)
         except Exception as exc:
             return Failure.from_exception(Stage.RUN, exc), time.perf_counter() - start
         return outputs_of(result), time.perf_counter() - start
 
-    def _lift(self, mod: tvm.IRModule) -> tuple[tvm.IRModule, list[np.ndarray[Any, Any]], _Key]:
+    def _lift(self, mod: tvm.IRModule) -> tuple[tvm.IRModule, list[Any], _Key]:
         """Lift and hash ``mod``; a constant-free module object seen before is not
         lifted and hashed again (see :func:`fuzz.build.unfolded_program`)."""
         known = self._constant_free.get(id(mod))

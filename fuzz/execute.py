@@ -211,9 +211,10 @@ def execute(
     involved); every later TVM exception becomes a :class:`Failure`.
     """
     before = build_module(case)
+    inputs = runtime_inputs(case)
     if runner is None:
         run: Runner = compile_and_run
-        baseline, baseline_seconds = run(before, runtime_inputs(case))
+        baseline, baseline_seconds = run(before, inputs)
     else:
         run = runner
         baseline, baseline_seconds = run(*unfolded_program(case))
@@ -234,7 +235,7 @@ def execute(
     pass_seconds = time.perf_counter() - start
 
     changed = not structural_equal(before, after)
-    fired = count_batch_norms(after) < count_batch_norms(before)
+    fired = changed and count_batch_norms(after) < count_batch_norms(before)
     idempotent = _idempotent(make_pass, after)
 
     folded: Outputs | Failure
@@ -244,7 +245,7 @@ def execute(
     except Exception as exc:
         folded = Failure.from_exception(Stage.WELL_FORMED, exc)
     else:
-        folded, folded_seconds = run(after, runtime_inputs(case))
+        folded, folded_seconds = run(after, inputs)
     return Execution(
         baseline=baseline,
         folded=folded,

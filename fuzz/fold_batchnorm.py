@@ -50,6 +50,7 @@ who can bound their activations: it folds the whole scale into the weights
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -166,10 +167,11 @@ def _split(
             s_w[c] = scale
         else:
             # The largest power of two 2**k <= min(|s|, 1) ...
-            k = min(0, int(np.floor(np.log2(abs(scale)))))
+            k = min(0, math.floor(math.log2(abs(scale))))
             # ... raised until every nonzero weight stays normal (never above 2**0).
+            # Logarithms apart: min_normal / smallest can underflow to 0.
             if np.isfinite(smallest):
-                k = max(k, int(np.ceil(np.log2(min_normal / smallest))))
+                k = max(k, math.ceil(math.log2(min_normal) - math.log2(smallest)))
             s_w[c] = 2.0 ** min(k, 0)
     return s_w
 

@@ -62,7 +62,7 @@ def test_the_module_depends_only_on_tvm_and_numpy() -> None:
             imported |= {alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
             imported.add((node.module or "").split(".")[0])
-    assert imported <= {"__future__", "collections", "dataclasses", "typing", "numpy", "tvm"}
+    assert imported <= {"__future__", "collections", "dataclasses", "math", "typing", "numpy", "tvm"}
 
 
 def test_called_like_upstream() -> None:
@@ -185,6 +185,18 @@ def test_small_scales_never_push_weights_below_the_normal_range() -> None:
     assert np.all(weight == 2.0**-30 * 2.0**-96)  # scaled by the power of two 2**-96 exactly
     assert remainder.ravel()[0] == 2.0**-4
     assert check(case, FIXED).verdict.primary is None
+
+
+def test_huge_weights_with_a_scale_above_one() -> None:
+    # Found by the nightly property run: float64 weights near 1e103 made
+    # min_normal / weight underflow to 0 and log2(0) crashed the pass.
+    case = make_case(
+        dtype="float64", c_in=1, c_out=1, height=1, width=1, kh=1, kw=1,
+        values={"x": 1.0, "weight": 8.958978968711217e102, "gamma": 1.0, "beta": 1.0, "mean": 1.0, "var": 0.0},
+    )  # fmt: skip
+    checked = check(case, FIXED)
+    assert checked.verdict.primary is None, checked.verdict.primary
+    assert checked.execution.fired
 
 
 def test_weights_in_another_dtype_are_scaled_exactly() -> None:
