@@ -153,27 +153,44 @@ def _channel_axis(layout: str) -> int | None:
     return None
 
 
+def _scale(gamma: np.ndarray[Any, Any], denominator: np.ndarray[Any, Any]) -> tuple[Any, Any]:
+    """``s = gamma / sqrt(denominator)`` as ``(m, e)`` with ``s = m * 2**e``, ``0.5 <= |m| < 1``
+    (or ``m = 0``): one rounding, however small or large ``s`` is (a float64 ``s`` would
+    round again where it is subnormal)."""
+    g_m, g_e = np.frexp(gamma)
+    m, q_e = np.frexp(g_m / np.sqrt(denominator))
+    return m, g_e + q_e
+
+
 def _split(
-    s: np.ndarray[Any, Any], w: np.ndarray[Any, Any], min_normal: float, exact_only: bool
-) -> np.ndarray[Any, Any]:
-    """Per channel (axis 0 of ``w``), the part ``s_w`` of ``s`` folded into the weights."""
-    s_w = np.ones_like(s)
-    for c, (scale, weights) in enumerate(zip(s, w, strict=True)):
+    m: np.ndarray[Any, Any],
+    e: np.ndarray[Any, Any],
+    w: np.ndarray[Any, Any],
+    min_normal: float,
+    exact_only: bool,
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Per channel (axis 0 of ``w``) of ``s = m * 2**e``: whether the whole scale goes into
+    the weights (``full``), and otherwise the exponent ``k`` of ``s_w = 2**k``."""
+    full = np.zeros(m.shape, dtype=bool)
+    k = np.zeros(m.shape, dtype=np.int64)
+    log2_min = math.log2(min_normal)
+    for c, weights in enumerate(w):
         nonzero = np.abs(weights[weights != 0])
-        smallest = float(nonzero.min()) if nonzero.size else np.inf
-        if scale == 0:
-            s_w[c] = 1.0 if exact_only else 0.0
-        elif not exact_only and abs(scale) <= 1 and smallest * abs(scale) >= min_normal:
-            s_w[c] = scale
-        else:
-            # The largest power of two 2**k <= min(|s|, 1) ...
-            k = min(0, math.floor(math.log2(abs(scale))))
-            # ... raised until every nonzero weight stays normal (never above 2**0).
-            # Logarithms apart: min_normal / smallest can underflow to 0.
-            if np.isfinite(smallest):
-                k = max(k, math.ceil(math.log2(min_normal) - math.log2(smallest)))
-            s_w[c] = 2.0 ** min(k, 0)
-    return s_w
+        log2_smallest = math.log2(float(nonzero.min())) if nonzero.size else math.inf
+        if m[c] == 0:
+            full[c] = not exact_only  # zero weights, or keep them and multiply by 0
+            continue
+        log2_s = float(e[c]) + math.log2(abs(float(m[c])))
+        if not exact_only and log2_s <= 0 and log2_smallest + log2_s >= log2_min:
+            full[c] = True
+            continue
+        # The largest power of two 2**k <= min(|s|, 1) (|m| < 1, so floor(log2|s|) = e - 1) ...
+        k_c = min(0, int(e[c]) - 1)
+        # ... raised until every nonzero weight stays normal (never above 2**0).
+        if math.isfinite(log2_smallest):
+            k_c = max(k_c, math.ceil(log2_min - log2_smallest))
+        k[c] = min(k_c, 0)
+    return full, k
 
 
 def _plan(conv: Any, conv_var: Any, bn: Any, assume_bounded: bool) -> _Fold | None:
@@ -202,30 +219,37 @@ def _plan(conv: Any, conv_var: Any, bn: Any, assume_bounded: bool) -> _Fold | No
     if out_np.name != "float64":
         eps = float(np.float32(eps))  # TVM adds epsilon as a float32 scalar
     o_axis = kernel_layout.index("O")
+    channels = var_raw.shape[0]
     with np.errstate(all="ignore"):
-        gamma = gamma_raw.astype(np.float64) if bool(ba.scale) else 1.0
+        gamma = gamma_raw.astype(np.float64) if bool(ba.scale) else np.ones(channels)
         beta = beta_raw.astype(np.float64) if bool(ba.center) else 0.0
         denominator = var_raw.astype(np.float64) + eps
         if not np.all(denominator > 0) or not np.all(np.isfinite(denominator)):
             return None
-        s = np.broadcast_to(gamma / np.sqrt(denominator), denominator.shape).astype(np.float64)
-        bias = beta - mean_raw.astype(np.float64) * s
+        m, e = _scale(gamma, denominator)
+        mean_s = np.ldexp(mean_raw.astype(np.float64) * m, e)
+        bias = beta - mean_s
         w = np.moveaxis(weight_raw.astype(np.float64), o_axis, 0)  # output channels first
-        if w.shape[0] != s.shape[0] or not np.all(np.isfinite(s)):
+        if w.shape[0] != channels or not (np.all(np.isfinite(m)) and np.all(np.isfinite(mean_s))):
             return None
         if assume_bounded:
-            s_w = s
+            full, k = np.ones(channels, dtype=bool), np.zeros(channels, dtype=np.int64)
         else:
             exact_only = weight_raw.dtype != out_np  # W * s would round in another dtype
-            s_w = _split(s, w, w_min_normal, exact_only)
-        remainder = np.where(s_w == s, 1.0, s / np.where(s_w == 0, 1.0, s_w))
-        folded = w * s_w.reshape(-1, 1, 1, 1)
+            full, k = _split(m, e, w, w_min_normal, exact_only)
+        per_channel = (-1, 1, 1, 1)
+        folded = np.where(
+            full.reshape(per_channel),
+            np.ldexp(w * m.reshape(per_channel), e.reshape(per_channel)),
+            np.ldexp(w, k.reshape(per_channel)),
+        )
+        remainder = np.where(full, 1.0, np.ldexp(m, e - k))
     if not (np.all(np.isfinite(folded)) and np.all(np.abs(folded) <= w_max)):
         return None
     if not (np.all(np.abs(bias) <= out_max / _BIAS_MARGIN) and np.all(np.abs(remainder) <= out_max)):
         return None
     shape = [1, 1, 1, 1]
-    shape[channel] = s.shape[0]
+    shape[channel] = channels
     return _Fold(
         data=conv.args[0],
         conv=conv,

@@ -199,6 +199,19 @@ def test_huge_weights_with_a_scale_above_one() -> None:
     assert checked.execution.fired
 
 
+def test_a_subnormal_scale_is_not_rounded_twice() -> None:
+    # Found by the nightly property run: gamma = 5e-324 makes s = gamma / sqrt(1 + eps)
+    # subnormal in float64; computed as a float64 it lost the sqrt factor, and
+    # mean * s (mean = 9e102) was off by 5e-6 relative, far outside the float64 bound.
+    case = make_case(
+        out_dtype="float64", c_in=1, c_out=2, height=1, width=1, kh=1, kw=1, center=False,
+        values={"x": 1.0, "weight": 1.0, "gamma": 5e-324, "beta": 1.0, "mean": 8.958978968711217e102, "var": 1.0},
+    )  # fmt: skip
+    checked = check(case, FIXED)
+    assert checked.verdict.primary is None, checked.verdict.primary
+    assert checked.execution.fired
+
+
 def test_weights_in_another_dtype_are_scaled_exactly() -> None:
     # float16 weights, float32 conv: W * s would round in float16, so s_w is a power of two.
     case = make_case(dtype="float16", out_dtype="float32", c_out=1, values={"gamma": 0.3, "var": 1.0})
