@@ -5,6 +5,7 @@
 ``bnfuzz effectiveness [--pass P] [--rounds N] [--number N] [--json]``
 ``bnfuzz promote FINDING... [--corpus DIR] [--passes P,P]``
 ``bnfuzz replay PATH... [--pass P]``
+``bnfuzz render PATH (--script | --issue)``
 
 Exit codes: 0 no findings, 1 findings, 2 usage error (bad arguments, unknown pass,
 unwritable output folder).
@@ -188,6 +189,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="entry files or folders of them")
     replay.add_argument("--pass", dest="pass_name", metavar="P", help="replay on this pass only")
+    render = sub.add_parser(
+        "render",
+        help="print a corpus entry as a standalone reproducer script or as a GitHub issue",
+        description="Render one corpus entry: --script prints a Python file that needs only tvm and numpy "
+        "and exits 1 while the bug is present; --issue prints a GitHub issue with that script inline.",
+        epilog="Exit codes: 0 done, 2 usage error (unreadable entry).",
+    )
+    render.add_argument("path", type=Path, metavar="PATH", help="a corpus entry (JSON)")
+    form = render.add_mutually_exclusive_group(required=True)
+    form.add_argument("--script", action="store_true", help="print the standalone reproducer script")
+    form.add_argument("--issue", action="store_true", help="print the issue text (title, behaviour, script)")
     return parser
 
 
@@ -313,6 +325,18 @@ def _replay(args: argparse.Namespace) -> int:
     if bad:
         return EXIT_USAGE
     return EXIT_FINDINGS if unexpected else EXIT_CLEAN
+
+
+def _render(args: argparse.Namespace) -> int:
+    from fuzz.corpus import EntryError, load_entry
+    from fuzz.report import render_issue, render_script
+
+    try:
+        entry = load_entry(args.path)
+    except EntryError as exc:
+        raise UsageError(str(exc)) from None
+    print(render_script(entry) if args.script else render_issue(entry), end="")
+    return EXIT_CLEAN
 
 
 def _check_out_dir(out: Path, option: str = "--out") -> None:
@@ -479,6 +503,8 @@ def main(argv: list[str] | None = None) -> int:
             return _promote(args)
         if args.command == "replay":
             return _replay(args)
+        if args.command == "render":
+            return _render(args)
     except UsageError as exc:
         print(f"bnfuzz: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,0 +1,72 @@
+"""Reproducer scripts and issue text: exact text for one entry, and every corpus entry's
+script reproduces its bug in a fresh process (and stops once the pass is fixed)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fuzz.cli import main
+from fuzz.corpus import load_entry
+from fuzz.report import render_issue, render_script
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = sorted((ROOT / "corpus").glob("*.json"))
+IOHW = ROOT / "corpus" / "pass-exception_AttributeError_kernel_layout=IOHW_.json"
+FIXED = "__import__('fuzz.fold_batchnorm').fold_batchnorm.FoldBatchnormToConv2D()"
+
+
+def test_script_text_is_exactly_as_expected() -> None:
+    expected = (ROOT / "tests" / "golden" / "iohw_reproducer.txt").read_text()
+    assert render_script(load_entry(IOHW)) == expected
+
+
+def run_script(text: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "repro.py"
+    script.write_text(text)
+    return subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+def test_script_reproduces_the_bug_in_a_fresh_process(path: Path, tmp_path: Path) -> None:
+    done = run_script(render_script(load_entry(path)), tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "before the pass:" in done.stdout
+
+
+@pytest.mark.parametrize(
+    "name", ["finite-to-nonfinite", "out-of-tolerance_scale=False_", "must-not-fold_training=True_"]
+)
+def test_script_exits_0_once_the_pass_is_fixed(name: str, tmp_path: Path) -> None:
+    done = run_script(render_script(load_entry(ROOT / "corpus" / f"{name}.json"), FIXED), tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.rstrip().endswith("no bug: the pass behaves correctly on this graph")
+
+
+def test_issue_text_has_every_section() -> None:
+    text = render_issue(load_entry(ROOT / "corpus" / "out-of-tolerance_scale=False_.json"))
+    assert text.startswith("# [Bug][Relax] FoldBatchnormToConv2D: out-of-tolerance (scale=False)\n")
+    for section in (
+        "### Expected behavior",
+        "### Actual behavior",
+        "### Environment",
+        "### Steps to reproduce",
+    ):
+        assert section in text
+    assert "- TVM: 0.27.0.post1" in text and "```python\n" in text
+    assert "- scale=False -> True: the bug disappears (it matters)" in text
+    assert "Signature: `out-of-tolerance[scale=False]`" in text
+
+
+def test_render_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["render", str(IOHW), "--script"]) == 0
+    assert capsys.readouterr().out == render_script(load_entry(IOHW))
+    bad = tmp_path / "bad.json"
+    bad.write_text("[]")
+    assert main(["render", str(bad), "--issue"]) == 2
+    assert f"{bad}: file: expected a JSON object" in capsys.readouterr().err
