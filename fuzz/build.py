@@ -37,9 +37,11 @@ __all__ = [
     "FUNCTION_NAME",
     "ModuleError",
     "build_module",
+    "device_tensor",
     "lift_constants",
     "parameter_names",
     "runtime_inputs",
+    "runtime_tensors",
     "structure_key",
     "unfolded_program",
 ]
@@ -77,6 +79,30 @@ def parameter_names(case: Case) -> list[str]:
 def runtime_inputs(case: Case) -> list[np.ndarray[Any, Any]]:
     """The arrays to pass to ``main``, in parameter order, each in its exact dtype."""
     return [case.data.numpy()] + [tensor.numpy() for _, tensor in _operands(case)]
+
+
+_DEVICE: OrderedDict[int, tuple[Tensor, Any]] = OrderedDict()
+_DEVICE_CAPACITY = 64
+
+
+def device_tensor(tensor: Tensor) -> Any:
+    """``tensor`` as a TVM runtime tensor on the CPU, made once per :class:`Tensor` object
+    (the 64 most recent are kept): a module's constant and the same operand passed to a
+    compiled program share one copy. Nothing writes to these tensors."""
+    known = _DEVICE.get(id(tensor))
+    if known is not None and known[0] is tensor:
+        _DEVICE.move_to_end(id(tensor))
+        return known[1]
+    made = to_device(tensor.numpy())
+    _DEVICE[id(tensor)] = (tensor, made)  # holding ``tensor`` keeps its id from being reused
+    while len(_DEVICE) > _DEVICE_CAPACITY:
+        _DEVICE.popitem(last=False)
+    return made
+
+
+def runtime_tensors(case: Case) -> list[Any]:
+    """:func:`runtime_inputs` as TVM runtime tensors (see :func:`device_tensor`)."""
+    return [device_tensor(case.data)] + [device_tensor(tensor) for _, tensor in _operands(case)]
 
 
 @relax.expr_functor.mutator
@@ -121,8 +147,9 @@ _UNFOLDED: OrderedDict[tuple[Any, ...], tvm.IRModule] = OrderedDict()
 _UNFOLDED_CAPACITY = 1024
 
 
-def unfolded_program(case: Case) -> tuple[tvm.IRModule, list[np.ndarray[Any, Any]]]:
-    """``case``'s module with every operand a parameter, and the inputs to run it with.
+def unfolded_program(case: Case) -> tuple[tvm.IRModule, list[Any]]:
+    """``case``'s module with every operand a parameter, and the inputs to run it with
+    (runtime tensors, see :func:`device_tensor`).
 
     The module is :func:`build_module`'s with its constants turned into trailing
     parameters in the order they are used (what
@@ -141,12 +168,12 @@ def unfolded_program(case: Case) -> tuple[tvm.IRModule, list[np.ndarray[Any, Any
     # Constants in the order the module uses them: block by block, the conv's weight,
     # then batch_norm's gamma, beta, mean, var (the order of OPERANDS).
     constants = [
-        tensor.numpy()
+        device_tensor(tensor)
         for block in case.blocks
         for name in OPERANDS
         if name not in case.parameters and (tensor := block.operand(name)) is not None
     ]
-    return mod, runtime_inputs(case) + constants
+    return mod, runtime_tensors(case) + constants
 
 
 def _var(name: str, tensor: Tensor) -> relax.Var:
@@ -165,7 +192,7 @@ def _emit_block(
         tensor = block.operand(name)
         assert tensor is not None, f"block {i} has no {name}"
         # Through a runtime tensor: ``relax.const`` would turn a float64 array into float32.
-        return relax.const(to_device(tensor.numpy()))
+        return relax.const(device_tensor(tensor))
 
     if block.conv is not None:
         conv = block.conv

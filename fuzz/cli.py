@@ -6,6 +6,7 @@
 ``bnfuzz promote FINDING... [--corpus DIR] [--passes P,P]``
 ``bnfuzz replay PATH... [--pass P]``
 ``bnfuzz render PATH (--script | --issue)``
+``bnfuzz triage PATH...``
 
 Exit codes: 0 no findings, 1 findings, 2 usage error (bad arguments, unknown pass,
 unwritable output folder).
@@ -200,6 +201,16 @@ def _parser() -> argparse.ArgumentParser:
     form = render.add_mutually_exclusive_group(required=True)
     form.add_argument("--script", action="store_true", help="print the standalone reproducer script")
     form.add_argument("--issue", action="store_true", help="print the issue text (title, behaviour, script)")
+    triage = sub.add_parser(
+        "triage",
+        help="group findings (from 'run --out' folders or corpus entries) by signature, smallest case first",
+        description="Read every JSON finding or corpus entry under the paths, group them by signature and "
+        "print one line per signature: how many files show it and the one with the smallest case.",
+        epilog="Exit codes: 0 done, 2 some file could not be read (named; the others are still grouped).",
+    )
+    triage.add_argument(
+        "paths", nargs="+", type=Path, metavar="PATH", help="finding files or folders of them"
+    )
     return parser
 
 
@@ -339,6 +350,34 @@ def _render(args: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
+def _triage(args: argparse.Namespace) -> int:
+    from fuzz.case import CaseError, case_from_json
+
+    groups: dict[str, list[tuple[int, Path]]] = {}
+    bad = 0
+    for path in _entry_files(args.paths):
+        try:
+            record = json.loads(path.read_text())
+            case = case_from_json(record["case"])
+            signature = str(record["signature"])
+        except (OSError, ValueError, KeyError, TypeError, CaseError) as exc:
+            print(f"bnfuzz: error: {path}: {exc}", file=sys.stderr)
+            bad += 1
+            continue
+        size = len(case.data.values) + sum(
+            len(t.values)
+            for b in case.blocks
+            for t in (b.weight, b.gamma, b.beta, b.mean, b.var)
+            if t is not None
+        )
+        groups.setdefault(signature, []).append((size, path))
+    for signature in sorted(groups):
+        members = sorted(groups[signature])
+        size, smallest = members[0]
+        print(f"{len(members):5d}  {signature}  smallest: {smallest} ({size} values)")
+    return EXIT_USAGE if bad else EXIT_CLEAN
+
+
 def _check_out_dir(out: Path, option: str = "--out") -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -388,8 +427,10 @@ def _run(args: argparse.Namespace) -> int:
             return
         last_print[0] = now
         state = "shrinking a new finding" if p.shrinking else "searching"
+        counts = "".join(f"\n    {hit.hits:6d}  {hit.signature}" for hit in p.hits)
         print(
-            f"[{p.seconds:6.1f}s] {p.examples} examples, {len(p.hits)} distinct findings, {state}",
+            f"[{p.seconds:6.1f}s] {p.examples} examples, {len(p.hits)} distinct findings, {state}"
+            + (counts if counts and not p.shrinking else ""),
             file=sys.stderr,
             flush=True,
         )
@@ -505,6 +546,8 @@ def main(argv: list[str] | None = None) -> int:
             return _replay(args)
         if args.command == "render":
             return _render(args)
+        if args.command == "triage":
+            return _triage(args)
     except UsageError as exc:
         print(f"bnfuzz: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -35,7 +35,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from fuzz.build import FUNCTION_NAME, build_module, runtime_inputs, unfolded_program
+from fuzz.build import FUNCTION_NAME, build_module, runtime_inputs, runtime_tensors, unfolded_program
 from fuzz.case import Case
 from fuzz.compat import (
     RuntimeTensor,
@@ -191,7 +191,8 @@ def _idempotent(make_pass: Callable[[], Any], after: tvm.IRModule) -> bool:
 
 #: Compiles and runs a module on inputs: :func:`compile_and_run` (naive) or
 #: :meth:`fuzz.compile_cache.CompileCache.run` (compile once per structure).
-Runner = Callable[[tvm.IRModule, Sequence[np.ndarray[Any, Any]]], tuple[Outputs | Failure, float]]
+#: Inputs are NumPy arrays or TVM runtime tensors.
+Runner = Callable[[tvm.IRModule, Sequence[Any]], tuple[Outputs | Failure, float]]
 
 
 def execute(
@@ -211,12 +212,14 @@ def execute(
     involved); every later TVM exception becomes a :class:`Failure`.
     """
     before = build_module(case)
-    inputs = runtime_inputs(case)
+    inputs: Sequence[Any]
     if runner is None:
         run: Runner = compile_and_run
+        inputs = runtime_inputs(case)
         baseline, baseline_seconds = run(before, inputs)
     else:
         run = runner
+        inputs = runtime_tensors(case)
         baseline, baseline_seconds = run(*unfolded_program(case))
 
     start = time.perf_counter()

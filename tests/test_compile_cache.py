@@ -89,7 +89,9 @@ def test_unfolded_program_is_the_lifted_module_with_its_constants(case: Case) ->
     module, inputs = unfolded_program(case)
     assert structural_equal(module, lifted)
     expected = runtime_inputs(case) + [c.numpy() for c in constants]
-    assert [(a.dtype, a.tobytes()) for a in inputs] == [(a.dtype, a.tobytes()) for a in expected]
+    assert [(a.dtype, a.tobytes()) for a in (t.numpy() for t in inputs)] == [
+        (a.dtype, a.tobytes()) for a in expected
+    ]
     assert unfolded_program(case)[0].same_as(module)  # one object per structure
 
 

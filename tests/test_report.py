@@ -3,6 +3,7 @@ script reproduces its bug in a fresh process (and stops once the pass is fixed).
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -70,3 +71,19 @@ def test_render_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     bad.write_text("[]")
     assert main(["render", str(bad), "--issue"]) == 2
     assert f"{bad}: file: expected a JSON object" in capsys.readouterr().err
+
+
+def test_triage_groups_by_signature_and_names_the_smallest(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    entry = ROOT / "corpus" / "finite-to-nonfinite.json"
+    big = json.loads(entry.read_text())
+    data = big["case"]["data"]
+    data["shape"][0] *= 3  # three times the batch: a bigger case with the same signature
+    data["values"] = data["values"] * 3
+    (tmp_path / "big.json").write_text(json.dumps(big))
+    (tmp_path / "broken.json").write_text("{")
+    assert main(["triage", str(entry), str(tmp_path)]) == 2  # the broken file
+    out = capsys.readouterr()
+    assert f"    2  finite-to-nonfinite  smallest: {entry} (8 values)" in out.out.splitlines()
+    assert "broken.json" in out.err
