@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import hypothesis
+
 from fuzz.campaign import Checked, check
 from fuzz.case import Case, CaseError, case_from_json, case_to_json
 from fuzz.compat import tvm_version
@@ -192,6 +194,7 @@ def promote(finding_path: Path, corpus: Path, passes: tuple[str, ...] = ("upstre
         reason=reason,
         provenance={
             "tvm": tvm_version(),
+            "hypothesis": hypothesis.__version__,
             "python": platform.python_version(),
             "platform": platform.platform(),
             "seed": record.get("seed"),

@@ -25,6 +25,27 @@ def test_help_explains_every_option() -> None:
     assert "Exit codes" in out
 
 
+@pytest.mark.parametrize(
+    ("command", "options"),
+    [
+        ("bench", ["--pass", "--seconds", "--growth-seconds", "--campaign-seconds", "--seed", "--json"]),
+        ("effectiveness", ["--pass", "--rounds", "--number", "--json"]),
+        ("promote", ["FINDING", "--corpus", "--passes"]),
+        ("replay", ["PATH", "--pass"]),
+        ("render", ["PATH", "--script", "--issue"]),
+        ("triage", ["PATH"]),
+    ],
+)
+def test_every_command_documents_its_options_and_exit_codes(
+    command: str, options: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([command, "--help"]) == 0
+    out = capsys.readouterr().out
+    for option in options:
+        assert option in out, option
+    assert "Exit codes" in out
+
+
 def test_unknown_pass_exits_2_with_names_and_close_matches(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--pass", "upstrem", "--max-examples", "1"]) == 2
     err = capsys.readouterr().err
