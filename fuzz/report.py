@@ -29,9 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from fuzz.build import ModuleError
 from fuzz.campaign import check
-from fuzz.case import OPERANDS, Block, Case, CaseError, Tensor, Topology
+from fuzz.case import OPERANDS, Block, Case, Tensor, Topology
 from fuzz.corpus import Entry
 from fuzz.passes import resolve_pass
 from fuzz.reference import reference
@@ -359,7 +358,7 @@ def minimality(entry: Entry) -> list[str]:
         try:
             simpler = change(entry.case)
             finding = check(simpler, make_pass).verdict.primary
-        except (CaseError, ModuleError) as exc:
+        except ValueError as exc:  # CaseError, ModuleError, or an empty conv output
             lines.append(f"- {description}: not a valid graph ({str(exc)[:80]})")
             continue
         if finding is not None and finding.symptom.value == entry.symptom:
@@ -369,15 +368,30 @@ def minimality(entry: Entry) -> list[str]:
     return lines
 
 
+def _headline(entry: Entry) -> str:
+    error_type = entry.signature.split("[", 1)[0].partition(":")[2]
+    return {
+        "pass-exception": f"raises {error_type or 'an exception'}",
+        "must-not-fold": "folds a batch_norm it must leave alone",
+        "finite-to-nonfinite": "turns finite outputs into inf/NaN",
+        "out-of-tolerance": "changes results beyond rounding error",
+        "signature-change": "changes the shape or dtype of the output",
+        "ill-formed": "produces ill-formed IR",
+        "not-idempotent": "is not idempotent",
+    }.get(entry.symptom, f"fails: {entry.symptom}")
+
+
 def render_issue(entry: Entry) -> str:
     """A GitHub issue for ``entry`` in the shape TVM maintainers receive."""
     case = entry.case
-    attrs = ", ".join(f"{k}={v}" for k, v in classify(case).items() if DEFAULTS[k] != v) or "all defaults"
+    attrs = ", ".join(f"{k}={v}" for k, v in classify(case).items() if DEFAULTS[k] != v)
     expected = {
         "pass-exception": "The pass either folds the batch_norm correctly or leaves the graph unchanged.",
         "must-not-fold": "The pass leaves the graph unchanged: folding is only valid for an inference "
         "batch_norm on the conv's output-channel axis.",
-        "finite-to-nonfinite": "Outputs that are finite without the pass stay finite after it.",
+        "finite-to-nonfinite": "Outputs that are finite without the pass stay finite after it. Here "
+        "every intermediate of the unfolded graph stays well inside the dtype's range (checked with a "
+        "rounding-error bound), so a correct fold cannot overflow.",
         "out-of-tolerance": "After the pass, outputs stay within rounding error of the unfolded graph.",
         "signature-change": "The pass does not change the shapes or dtypes of the function's outputs.",
         "ill-formed": "The pass produces well-formed IR.",
@@ -386,7 +400,7 @@ def render_issue(entry: Entry) -> str:
     simplified = minimality(entry)
     return "\n".join(
         [
-            f"# [Bug][Relax] FoldBatchnormToConv2D: {entry.symptom} ({attrs})",
+            f"# [Bug][Relax] FoldBatchnormToConv2D {_headline(entry)}" + (f" ({attrs})" if attrs else ""),
             "",
             "### Expected behavior",
             "",

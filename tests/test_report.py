@@ -51,7 +51,9 @@ def test_script_exits_0_once_the_pass_is_fixed(name: str, tmp_path: Path) -> Non
 
 def test_issue_text_has_every_section() -> None:
     text = render_issue(load_entry(ROOT / "corpus" / "out-of-tolerance_scale=False_.json"))
-    assert text.startswith("# [Bug][Relax] FoldBatchnormToConv2D: out-of-tolerance (scale=False)\n")
+    assert text.startswith(
+        "# [Bug][Relax] FoldBatchnormToConv2D changes results beyond rounding error (scale=False)\n"
+    )
     for section in (
         "### Expected behavior",
         "### Actual behavior",
@@ -62,6 +64,13 @@ def test_issue_text_has_every_section() -> None:
     assert "- TVM: 0.27.0.post1" in text and "```python\n" in text
     assert "- scale=False -> True: the bug disappears (it matters)" in text
     assert "Signature: `out-of-tolerance[scale=False]`" in text
+
+
+def test_issue_for_a_case_with_default_attributes() -> None:
+    # The minimality note tries shrinking padding and dilation, which may empty the conv.
+    text = render_issue(load_entry(ROOT / "corpus" / "finite-to-nonfinite.json"))
+    assert text.startswith("# [Bug][Relax] FoldBatchnormToConv2D turns finite outputs into inf/NaN\n")
+    assert "- padding=[0, 1, 0, 1] -> [0, 0, 0, 0]: not a valid graph" in text
 
 
 def test_render_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
