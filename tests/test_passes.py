@@ -28,7 +28,7 @@ def test_builtins_resolve_to_fresh_passes(name: str) -> None:
 
 def test_available_passes_lists_the_builtins() -> None:
     assert available_passes() == sorted(BUILTIN_PASSES)
-    assert {"upstream", "identity"} <= set(available_passes())
+    assert {"upstream", "identity", "fixed"} <= set(available_passes())
 
 
 def test_identity_leaves_the_module_unchanged() -> None:
@@ -82,7 +82,7 @@ def test_unknown_name_lists_builtins_and_close_matches() -> None:
     message = str(info.value)
     assert "'upstrem'" in message
     assert "Did you mean 'upstream'?" in message
-    assert "Available: identity, upstream" in message
+    assert "Available: fixed, identity, upstream" in message
     assert isinstance(info.value, ValueError)
 
 
