@@ -71,7 +71,7 @@ class Entry:
     expect: dict[str, str]
     #: pass name -> why (the finding's message, or "no finding")
     reason: dict[str, str]
-    #: tvm, python, platform, seed, command
+    #: tvm, tvm_commit, hypothesis, python, platform, seed, found_by
     provenance: dict[str, Any] = field(default_factory=dict)
 
 
@@ -194,6 +194,7 @@ def promote(finding_path: Path, corpus: Path, passes: tuple[str, ...] = ("upstre
         reason=reason,
         provenance={
             "tvm": tvm_version(),
+            "tvm_commit": _tvm_commit(),
             "hypothesis": hypothesis.__version__,
             "python": platform.python_version(),
             "platform": platform.platform(),
@@ -205,6 +206,17 @@ def promote(finding_path: Path, corpus: Path, passes: tuple[str, ...] = ("upstre
     target = corpus / finding_path.name
     _write_atomic(target, dumps_entry(entry))
     return target
+
+
+def _tvm_commit() -> str:
+    """The TVM build's git commit, where the build records one (PyPI wheels do not)."""
+    try:
+        import tvm
+
+        commit = tvm.support.libinfo().get("GIT_COMMIT_HASH", "")
+    except Exception:
+        commit = ""
+    return str(commit) or "not recorded in this TVM build"
 
 
 def _write_atomic(path: Path, text: str) -> None:
