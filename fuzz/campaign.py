@@ -9,6 +9,9 @@ The shrunk case defines a new signature, which is added to the known set, and
 the next round starts. The campaign ends when the time budget or the example
 budget is spent.
 
+Each Hypothesis run lasts at most :data:`EPOCH_EXAMPLES` examples; the next one starts
+from a fresh seed, so the search does not settle on a few graph structures.
+
 Search guidance: ``hypothesis.target`` climbs toward overflow (the reference's
 fold pressure: how close ``|s| * (|W| conv |X|)`` comes to the dtype max where
 the unfolded program is robustly finite) and toward precision loss (the worst
@@ -92,6 +95,13 @@ class CampaignResult:
     rounds: int = 0
 
 
+#: Examples (batches) per Hypothesis run. ``target()`` makes a long run hill-climb on a
+#: few graph structures (60 s of ``identity``: 103 structures with one run, 329 without
+#: ``target()``); restarting with a fresh seed every epoch keeps both the climbing and
+#: the breadth.
+EPOCH_EXAMPLES = 500
+
+
 class _OutOfBudget(BaseException):
     """Ends a Hypothesis run from inside the test body without counting as a failure."""
 
@@ -115,6 +125,7 @@ class _Campaign:
     # the current round: the symptom being shrunk, the last case showing it, timings
     key: tuple[Any, str] | None = None
     last: tuple[Checked, Finding] | None = None
+    round_examples: int = 0
     first_seconds: float = 0.0
     shrink_start: float = 0.0
 
@@ -139,6 +150,8 @@ class _Campaign:
             return  # stop shrinking; the last failing case is kept
         if not shrinking and self.exhausted():
             raise _OutOfBudget
+        if not shrinking:
+            self.round_examples += 1
         pressure, ratio = -1000.0, 0.0
         for case in batch:
             if not shrinking:
@@ -174,12 +187,14 @@ class _Campaign:
             raise _Found(finding.symptom.value)
 
     def run_round(self, strategy: st.SearchStrategy[tuple[Case, ...]], seed: int) -> Hit | None:
-        """One Hypothesis run: the next new bug, shrunk, or None when the budget is spent."""
+        """One Hypothesis run of at most :data:`EPOCH_EXAMPLES` examples: the next new bug,
+        shrunk, or None (the epoch or the budget ended, or the strategy ran dry)."""
         self.result.rounds += 1
         self.key, self.last = None, None
+        self.round_examples = 0
         remaining = self.max_examples - self.result.examples if self.max_examples is not None else 10**9
         test = settings(
-            max_examples=max(remaining, 1),
+            max_examples=max(min(remaining, EPOCH_EXAMPLES), 1),
             deadline=None,
             database=None,
             phases=(Phase.generate, Phase.target, Phase.shrink),
@@ -232,7 +247,9 @@ def run_campaign(
     while not campaign.exhausted():
         hit = campaign.run_round(strategy, seed * 1000 + campaign.result.rounds)
         if hit is None:
-            break  # the round ended without a new bug: the budget is spent
+            if campaign.round_examples < EPOCH_EXAMPLES:
+                break  # the budget is spent, or Hypothesis ran out of new examples
+            continue  # the epoch ended: start afresh with the next seed
         campaign.result.hits.append(hit)
         campaign.progress(False)
     campaign.result.seconds = campaign.elapsed()
