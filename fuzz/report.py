@@ -143,6 +143,13 @@ def _check(entry: Entry) -> list[str]:
     return ["bug = None"]
 
 
+def _check_lines(entry: Entry) -> list[str]:
+    check = _check(entry)
+    if check == ["bug = None"]:
+        return []
+    return [*check, "if bug:", '    print("BUG:", bug)', "    sys.exit(1)"]
+
+
 def render_script(entry: Entry, pass_expression: str | None = None) -> str:
     """A standalone reproducer for ``entry``; see the module docstring.
 
@@ -225,7 +232,11 @@ def render_script(entry: Entry, pass_expression: str | None = None) -> str:
     if entry.symptom == "must-not-fold":
         lines += [
             "if after.script() != before.script():",
-            f'    print("the pass rewrote a graph it must leave alone: {_reason_to_leave(case)}")',
+            f'    print("BUG: the pass rewrote a graph it must leave alone: {_reason_to_leave(case)}")',
+            "    try:",
+            '        print("after the pass (wrong):", *run(after), sep="\\n")',
+            "    except Exception as exc:",
+            '        print(f"the folded module fails to build or run: {type(exc).__name__}: {exc}")',
             "    sys.exit(1)",
         ]
     lines += [
@@ -236,10 +247,7 @@ def render_script(entry: Entry, pass_expression: str | None = None) -> str:
         '    print(f"the folded module is ill-formed or fails to build or run: {type(exc).__name__}: {exc}")',
         "    sys.exit(1)",
         'print("after the pass:", *after_out, sep="\\n")',
-        *_check(entry),
-        "if bug:",
-        '    print("BUG:", bug)',
-        "    sys.exit(1)",
+        *_check_lines(entry),
         'print("no bug: the pass behaves correctly on this graph")',
     ]
     return "\n".join(lines) + "\n"
@@ -435,7 +443,9 @@ def render_issue(entry: Entry) -> str:
                 or ["- nothing left to simplify: every attribute is at its default and every value is 1.0"]
             ),
             "",
-            f"Signature: `{entry.signature}`",
+            f"(bnfold-fuzz generates conv2d + batch_norm graphs with Hypothesis, runs them through the "
+            f"pass on the llvm Relax VM and judges the outputs against a wide-precision reference; "
+            f"its signature for this bug, used to avoid duplicate reports, is `{entry.signature}`.)",
             "",
         ]
     )

@@ -63,7 +63,10 @@ def test_issue_text_has_every_section() -> None:
         assert section in text
     assert "- TVM: 0.27.0.post1" in text and "```python\n" in text
     assert "- scale=False -> True: the bug disappears (it matters)" in text
-    assert "Signature: `out-of-tolerance[scale=False]`" in text
+    assert (
+        "its signature for this bug, used to avoid duplicate reports, is `out-of-tolerance[scale=False]`"
+        in text
+    )
 
 
 def test_issue_for_a_case_with_default_attributes() -> None:
