@@ -226,7 +226,8 @@ def render_script(entry: Entry, pass_expression: str | None = None) -> str:
         "try:",
         f"    after = {make}(before)",
         "except Exception as exc:",
-        '    print(f"the pass raised {type(exc).__name__}: {exc}")',
+        '    message = " ".join(line for line in str(exc).splitlines() if "Metadata omitted" not in line)',
+        '    print(f"the pass raised {type(exc).__name__}: {message}")',
         "    sys.exit(1)",
     ]
     if entry.symptom == "must-not-fold":
