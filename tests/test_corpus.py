@@ -37,14 +37,17 @@ def defect_class(entry: Entry) -> str:
         return "out-dtype"
     if attrs["dtype"] != "float32":
         return attrs["dtype"]
-    return "overflow" if entry.symptom == "finite-to-nonfinite" else "other"
+    if entry.symptom == "finite-to-nonfinite":
+        return "overflow"
+    # Default flags, layouts and dtypes, yet wrong numbers: folded constants that underflow.
+    return "underflow" if entry.symptom == "out-of-tolerance" else "other"
 
 
 def test_one_entry_per_upstream_defect_class() -> None:
     classes = sorted(defect_class(load_entry(path)) for path in ENTRIES)
     expected = [
         "axis", "bfloat16", "center", "float16", "float64", "iohw", "nhwc", "out-dtype", "overflow", "scale",
-        "training",
+        "training", "underflow",
     ]  # fmt: skip
     assert classes == expected
 
