@@ -23,6 +23,7 @@ Key idea: the script is generated from the case alone, in the same order
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -32,6 +33,7 @@ import numpy as np
 from fuzz.campaign import check
 from fuzz.case import OPERANDS, Block, Case, Tensor, Topology
 from fuzz.corpus import Entry
+from fuzz.execute import Outputs
 from fuzz.passes import resolve_pass
 from fuzz.reference import reference
 from fuzz.signature import DEFAULTS, classify
@@ -377,6 +379,49 @@ def minimality(entry: Entry) -> list[str]:
     return lines
 
 
+_ELEMENT = re.compile(r"output (\d+)\[([\d, ]+)\]")
+
+
+def _actual(entry: Entry) -> str:
+    """The actual behaviour in plain numbers a reader can check, from a fresh run."""
+    checked = check(entry.case, resolve_pass(entry.pass_name))
+    ex, finding = checked.execution, checked.verdict.primary
+    if finding is None:
+        return entry.message
+    if finding.symptom.value == "pass-exception":
+        return f"The pass raises `{finding.error_type}`: {finding.message}"
+    before = ex.baseline if isinstance(ex.baseline, Outputs) else None
+    after = ex.folded if isinstance(ex.folded, Outputs) else None
+    if finding.symptom.value == "must-not-fold" and before is not None and after is not None:
+        first = [v.ravel()[:4].tolist() for v in (before.values[0], after.values[0])]
+        reason = finding.message.split(": ", 1)[-1]
+        return (
+            f"The pass folds the batch_norm although {reason}. Output 0 (first values) without the "
+            f"pass: {first[0]}; after the pass: {first[1]}."
+        )
+    match = _ELEMENT.search(finding.message)
+    if match is None or before is None or after is None:
+        return finding.message
+    k = int(match.group(1))
+    index = tuple(int(i) for i in match.group(2).split(","))
+    where = f"output {k}, element [{match.group(2)}]"
+    b, a = float(before.values[k][index]), float(after.values[k][index])
+    exact = float(checked.reference.outputs[k].value[index])
+    bound = float(checked.reference.outputs[k].bound[index])
+    dtype = entry.case.dtype
+    if finding.symptom.value == "finite-to-nonfinite":
+        return (
+            f"Without the pass, {where} is {b!r}; after the pass it is {a!r}. The exact result is "
+            f"{exact:.7g}, and every intermediate of the unfolded graph stays below half the largest "
+            f"{dtype} value, so nothing but the fold can overflow."
+        )
+    return (
+        f"Without the pass, {where} is {b!r}; after the pass it is {a!r}. The exact result "
+        f"(computed in wider precision) is {exact!r}, and rounding in {dtype} can account for at most "
+        f"{bound:.3g} of difference, so a change of {abs(a - b):.3g} is a bug, not rounding."
+    )
+
+
 def _headline(entry: Entry) -> str:
     error_type = entry.signature.split("[", 1)[0].partition(":")[2]
     return {
@@ -417,7 +462,7 @@ def render_issue(entry: Entry) -> str:
             "",
             "### Actual behavior",
             "",
-            f"{entry.message}",
+            _actual(entry),
             "",
             "### Environment",
             "",

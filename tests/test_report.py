@@ -63,6 +63,7 @@ def test_issue_text_has_every_section() -> None:
         assert section in text
     assert "- TVM: 0.27.0.post1" in text and "```python\n" in text
     assert "- scale=False -> True: the bug disappears (it matters)" in text
+    assert "after the pass it is 2.9999899864196777" in text and "a change of 1 is a bug" in text
     assert (
         "its signature for this bug, used to avoid duplicate reports, is `out-of-tolerance[scale=False]`"
         in text
@@ -74,6 +75,12 @@ def test_issue_for_a_case_with_default_attributes() -> None:
     text = render_issue(load_entry(ROOT / "corpus" / "finite-to-nonfinite.json"))
     assert text.startswith("# [Bug][Relax] FoldBatchnormToConv2D turns finite outputs into inf/NaN\n")
     assert "- padding=[0, 1, 0, 1] -> [0, 0, 0, 0]: not a valid graph" in text
+
+
+def test_issue_for_a_must_not_fold_shows_the_wrong_numbers() -> None:
+    text = render_issue(load_entry(ROOT / "corpus" / "must-not-fold_training=True_.json"))
+    assert "The pass folds the batch_norm although batch_norm has training=True" in text
+    assert "without the pass: [1.0]; after the pass: [1.9999949932098389]" in text
 
 
 def test_render_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
