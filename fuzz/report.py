@@ -335,6 +335,12 @@ def _simplifications(case: Case) -> list[tuple[str, Callable[[Case], Case]]]:
             return replace(c, data=_retype(c.data, "float32"), blocks=tuple(blocks))
 
         changes.append((f"dtype={case.dtype} -> float32", to_float32))
+    if case.data.shape[0] > 1:
+
+        def one_batch(c: Case) -> Case:
+            return replace(c, data=Tensor.from_numpy(c.data.float64()[:1], c.data.dtype))
+
+        changes.append((f"batch {case.data.shape[0]} -> 1 (the first item)", one_batch))
     if case.parameters:
         changes.append(
             (f"parameters={list(case.parameters)} -> all constants", lambda c: replace(c, parameters=()))
@@ -370,7 +376,7 @@ def minimality(entry: Entry) -> list[str]:
             simpler = change(entry.case)
             finding = check(simpler, make_pass).verdict.primary
         except ValueError as exc:  # CaseError, ModuleError, or an empty conv output
-            lines.append(f"- {description}: not a valid graph ({str(exc)[:80]})")
+            lines.append(f"- {description}: cannot be tried, the graph would be invalid ({str(exc)[:80]})")
             continue
         if finding is not None and finding.symptom.value == entry.symptom:
             lines.append(f"- {description}: the bug remains (this attribute does not matter)")
