@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import tempfile
 import time
@@ -215,14 +214,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _bench(args: argparse.Namespace) -> int:
-    from fuzz.bench import run_bench
+def _resolve(name: str) -> Any:
+    """The factory for pass ``name``; an unknown name is a usage error (exit 2)."""
     from fuzz.passes import UnknownPass, resolve_pass
 
     try:
-        make_pass = resolve_pass(args.pass_name)
+        return resolve_pass(name)
     except UnknownPass as exc:
         raise UsageError(str(exc)) from None
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from fuzz.bench import run_bench
+
+    make_pass = _resolve(args.pass_name)
     summary = run_bench(
         make_pass,
         seconds=args.seconds,
@@ -257,15 +262,11 @@ def _bench(args: argparse.Namespace) -> int:
 
 def _effectiveness(args: argparse.Namespace) -> int:
     from fuzz.effectiveness import run_effectiveness
-    from fuzz.passes import UnknownPass, resolve_pass
 
-    try:
-        make_pass = resolve_pass(args.pass_name)
-    except UnknownPass as exc:
-        raise UsageError(str(exc)) from None
+    make_pass = _resolve(args.pass_name)
     rows = run_effectiveness(
         make_pass,
-        resolve_pass("upstream"),
+        _resolve("upstream"),
         rounds=args.rounds,
         number=args.number,
         log=lambda message: print(f"effectiveness: {message}", file=sys.stderr, flush=True),
@@ -286,14 +287,10 @@ def _effectiveness(args: argparse.Namespace) -> int:
 
 def _promote(args: argparse.Namespace) -> int:
     from fuzz.corpus import EntryError, promote
-    from fuzz.passes import UnknownPass, resolve_pass
 
     passes = tuple(p for p in args.passes.split(",") if p)
-    try:
-        for name in passes:
-            resolve_pass(name)
-    except UnknownPass as exc:
-        raise UsageError(str(exc)) from None
+    for name in passes:
+        _resolve(name)
     _check_out_dir(args.corpus, "--corpus")
     for finding in args.findings:
         try:
@@ -313,13 +310,9 @@ def _entry_files(paths: list[Path]) -> list[Path]:
 
 def _replay(args: argparse.Namespace) -> int:
     from fuzz.corpus import EntryError, load_entry, replay
-    from fuzz.passes import UnknownPass, resolve_pass
 
     if args.pass_name is not None:
-        try:
-            resolve_pass(args.pass_name)
-        except UnknownPass as exc:
-            raise UsageError(str(exc)) from None
+        _resolve(args.pass_name)
     bad = unexpected = 0
     for path in _entry_files(args.paths):
         try:
@@ -388,28 +381,12 @@ def _check_out_dir(out: Path, option: str = "--out") -> None:
         raise UsageError(f"{option} {out}: cannot write there ({exc.strerror or exc})") from None
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_=" else "_" for c in text)[:120]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from fuzz.passes import UnknownPass, resolve_pass
-
-    try:
-        make_pass = resolve_pass(args.pass_name)
-    except UnknownPass as exc:
-        raise UsageError(str(exc)) from None
+    make_pass = _resolve(args.pass_name)
     if args.out is not None:
         _check_out_dir(args.out)
     budget = args.budget
@@ -419,6 +396,7 @@ def _run(args: argparse.Namespace) -> int:
     from fuzz.campaign import Progress, run_campaign
     from fuzz.case import case_to_json
     from fuzz.compat import tvm_version
+    from fuzz.corpus import write_atomic
 
     last_print = [0.0]
 
@@ -476,7 +454,7 @@ def _run(args: argparse.Namespace) -> int:
                 pass_name=args.pass_name,
                 seed=args.seed,
             )
-            _write_atomic(
+            write_atomic(
                 args.out / f"{_slug(str(hit.signature))}.json",
                 json.dumps(record, sort_keys=True, indent=2) + "\n",
             )

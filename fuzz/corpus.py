@@ -42,6 +42,7 @@ __all__ = [
     "load_entry",
     "promote",
     "replay",
+    "write_atomic",
 ]
 
 ENTRY_SCHEMA = 1
@@ -204,7 +205,7 @@ def promote(finding_path: Path, corpus: Path, passes: tuple[str, ...] = ("upstre
     )
     corpus.mkdir(parents=True, exist_ok=True)
     target = corpus / finding_path.name
-    _write_atomic(target, dumps_entry(entry))
+    write_atomic(target, dumps_entry(entry))
     return target
 
 
@@ -219,7 +220,8 @@ def _tvm_commit() -> str:
     return str(commit) or "not recorded in this TVM build"
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` by a rename: readers see the old file or the new one, never half."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w") as out:
