@@ -33,7 +33,7 @@ from fuzz.case import (
     kernel_shape,
 )
 
-__all__ = ["conv_output_shape", "default_values", "make_case"]
+__all__ = ["PUBLIC_NAN_REPORT", "conv_output_shape", "default_values", "make_case"]
 
 #: Operand names that ``values`` may override; ``f"{name}{i}"`` targets block ``i`` only.
 VALUE_KEYS = ("x", "weight", "gamma", "beta", "mean", "var")
@@ -165,3 +165,12 @@ def make_case(
             )
         )
     return Case(topology=topology, data=data, blocks=tuple(blocks), parameters=parameters)
+
+
+#: The public NaN report: x = 1e13, W = +-1e13, gamma = 1e13. The unfolded program's
+#: intermediates peak near 1e26 (robustly finite in float32); upstream's folded weights
+#: W * s = +-1e26 make x * W overflow, and inf - inf gives NaN.
+PUBLIC_NAN_REPORT = make_case(
+    c_in=1, c_out=1, height=1, width=2, kh=1, kw=2,
+    values={"x": 1e13, "weight": [1e13, -1e13], "gamma": 1e13, "beta": 0.0, "mean": 0.0, "var": 1.0},
+)  # fmt: skip

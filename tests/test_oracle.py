@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from cases import make_case
+from cases import PUBLIC_NAN_REPORT, make_case
 
 from fuzz.case import Case
 from fuzz.execute import Execution, Failure, Outputs, Stage
@@ -113,24 +113,7 @@ def test_not_idempotent() -> None:
     assert symptoms(CASE, execution(CASE, idempotent=True)) == []
 
 
-# The public NaN report: x = 1e13, W = +-1e13, gamma = 1e13. Unfolded intermediates
-# peak near 1e26, so the unfolded program is robustly finite.
-OVERFLOW = make_case(
-    c_in=1,
-    c_out=1,
-    height=1,
-    width=2,
-    kh=1,
-    kw=2,
-    values={
-        "x": 1e13,
-        "weight": [[[[1e13, -1e13]]]],
-        "gamma": 1e13,
-        "beta": 0.0,
-        "mean": 0.0,
-        "var": 1.0,
-    },
-)
+OVERFLOW = PUBLIC_NAN_REPORT
 
 
 def test_finite_to_nonfinite() -> None:
