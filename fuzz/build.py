@@ -23,7 +23,7 @@ module is what the case says, not a normalised version of it.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import tvm
@@ -35,6 +35,7 @@ from fuzz.compat import TensorType, constant_tensor, summarise_error, to_device,
 __all__ = [
     "DATA_NAME",
     "FUNCTION_NAME",
+    "IdentityMemo",
     "ModuleError",
     "build_module",
     "device_tensor",
@@ -45,6 +46,8 @@ __all__ = [
     "structure_key",
     "unfolded_program",
 ]
+
+_V = TypeVar("_V")
 
 #: The name of the function the module exports.
 FUNCTION_NAME = "main"
@@ -81,22 +84,42 @@ def runtime_inputs(case: Case) -> list[np.ndarray[Any, Any]]:
     return [case.data.numpy()] + [tensor.numpy() for _, tensor in _operands(case)]
 
 
-_DEVICE: OrderedDict[int, tuple[Tensor, Any]] = OrderedDict()
-_DEVICE_CAPACITY = 64
+class IdentityMemo(Generic[_V]):
+    """Values remembered per *object* (by ``id``), the ``capacity`` most recent kept.
+
+    An entry holds its object, so the object's ``id`` cannot be reused by another one
+    while the entry lives.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[int, tuple[object, _V]] = OrderedDict()
+
+    def get(self, obj: object) -> _V | None:
+        known = self._items.get(id(obj))
+        if known is None or known[0] is not obj:
+            return None
+        self._items.move_to_end(id(obj))
+        return known[1]
+
+    def put(self, obj: object, value: _V) -> None:
+        self._items[id(obj)] = (obj, value)
+        self._items.move_to_end(id(obj))
+        while len(self._items) > self.capacity:
+            self._items.popitem(last=False)
+
+
+_DEVICE: IdentityMemo[Any] = IdentityMemo(64)
 
 
 def device_tensor(tensor: Tensor) -> Any:
     """``tensor`` as a TVM runtime tensor on the CPU, made once per :class:`Tensor` object
     (the 64 most recent are kept): a module's constant and the same operand passed to a
     compiled program share one copy. Nothing writes to these tensors."""
-    known = _DEVICE.get(id(tensor))
-    if known is not None and known[0] is tensor:
-        _DEVICE.move_to_end(id(tensor))
-        return known[1]
-    made = to_device(tensor.numpy())
-    _DEVICE[id(tensor)] = (tensor, made)  # holding ``tensor`` keeps its id from being reused
-    while len(_DEVICE) > _DEVICE_CAPACITY:
-        _DEVICE.popitem(last=False)
+    made = _DEVICE.get(tensor)
+    if made is None:
+        made = to_device(tensor.numpy())
+        _DEVICE.put(tensor, made)
     return made
 
 

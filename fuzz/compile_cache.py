@@ -38,7 +38,7 @@ import tvm
 import tvm_ffi
 from tvm import relax
 
-from fuzz.build import FUNCTION_NAME, lift_constants
+from fuzz.build import FUNCTION_NAME, IdentityMemo, lift_constants
 from fuzz.compat import to_device, tvm_version
 from fuzz.execute import TARGET, Failure, Outputs, Stage, outputs_of
 
@@ -93,7 +93,7 @@ class CompileCache:
             directory.mkdir(parents=True, exist_ok=True)
         self.stats = CacheStats()
         self._entries: OrderedDict[_Key, _Entry] = OrderedDict()
-        self._constant_free: OrderedDict[int, tuple[tvm.IRModule, tvm.IRModule, _Key]] = OrderedDict()
+        self._constant_free: IdentityMemo[tuple[tvm.IRModule, _Key]] = IdentityMemo(capacity)
         self._target = str(TARGET)
 
     def __len__(self) -> int:
@@ -122,17 +122,13 @@ class CompileCache:
     def _lift(self, mod: tvm.IRModule) -> tuple[tvm.IRModule, list[Any], _Key]:
         """Lift and hash ``mod``; a constant-free module object seen before is not
         lifted and hashed again (see :func:`fuzz.build.unfolded_program`)."""
-        known = self._constant_free.get(id(mod))
-        if known is not None and known[0].same_as(mod):
-            self._constant_free.move_to_end(id(mod))
-            return known[1], [], known[2]
+        known = self._constant_free.get(mod)
+        if known is not None:
+            return known[0], [], known[1]
         lifted, values = lift_constants(mod)
         key = (int(tvm_ffi.structural_hash(lifted)), self._target)
         if not values:
-            # Holding ``mod`` keeps its id from being reused while it is remembered.
-            self._constant_free[id(mod)] = (mod, lifted, key)
-            while len(self._constant_free) > self.capacity:
-                self._constant_free.popitem(last=False)
+            self._constant_free.put(mod, (lifted, key))
         return lifted, values, key
 
     def _lookup(self, key: _Key, lifted: tvm.IRModule) -> _Entry:

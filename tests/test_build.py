@@ -249,3 +249,15 @@ def test_conv_semantics_match_kernel_to_oihw(data_layout: str, kernel_layout: st
     assert block.conv is not None and block.weight is not None
     expected = conv_nchw_oihw(x, kernel_to_oihw(block.conv, block.weight.float64()), 2)
     np.testing.assert_allclose(conv, expected, rtol=1e-14, atol=0)
+
+
+def test_identity_memo_is_per_object_and_bounded() -> None:
+    from fuzz.build import IdentityMemo
+
+    memo: IdentityMemo[str] = IdentityMemo(2)
+    a, b, c = [1.5], [1.5], [1.5]  # equal, distinct objects
+    memo.put(a, "a")
+    assert memo.get(a) == "a" and memo.get(b) is None
+    memo.put(b, "b")
+    memo.put(c, "c")  # evicts a, the least recently used
+    assert (memo.get(a), memo.get(b), memo.get(c)) == (None, "b", "c")
