@@ -381,10 +381,6 @@ def _check_out_dir(out: Path, option: str = "--out") -> None:
         raise UsageError(f"{option} {out}: cannot write there ({exc.strerror or exc})") from None
 
 
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_=" else "_" for c in text)[:120]
-
-
 def _run(args: argparse.Namespace) -> int:
     make_pass = _resolve(args.pass_name)
     if args.out is not None:
@@ -396,7 +392,7 @@ def _run(args: argparse.Namespace) -> int:
     from fuzz.campaign import Progress, run_campaign
     from fuzz.case import case_to_json
     from fuzz.compat import tvm_version
-    from fuzz.corpus import write_atomic
+    from fuzz.corpus import file_name, write_atomic
 
     last_print = [0.0]
 
@@ -455,7 +451,7 @@ def _run(args: argparse.Namespace) -> int:
                 seed=args.seed,
             )
             write_atomic(
-                args.out / f"{_slug(str(hit.signature))}.json",
+                args.out / file_name(str(hit.signature)),
                 json.dumps(record, sort_keys=True, indent=2) + "\n",
             )
     summary = {

@@ -31,6 +31,7 @@ import hypothesis
 from fuzz.campaign import Checked, check
 from fuzz.case import Case, CaseError, case_from_json, case_to_json
 from fuzz.compat import tvm_version
+from fuzz.minimize import simplify
 from fuzz.passes import resolve_pass
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "EntryError",
     "Replay",
     "dumps_entry",
+    "file_name",
     "load_entry",
     "promote",
     "replay",
@@ -168,16 +170,52 @@ def _reason(checked: Checked) -> str:
     return f"{finding.symptom.value} at {finding.stage}: {finding.message}"
 
 
+def file_name(signature: str) -> str:
+    """The file a finding or entry with ``signature`` is stored in."""
+    return "".join(c if c.isalnum() or c in "-_=" else "_" for c in signature)[:120] + ".json"
+
+
+def _finding_record(path: Path) -> dict[str, Any]:
+    """A ``bnfuzz run --out`` finding, or a corpus entry in the same terms (to re-promote it)."""
+    try:
+        record = json.loads(path.read_text())
+        if "schema" in record:  # a corpus entry
+            entry = load_entry(path)
+            return {
+                "case": case_to_json(entry.case),
+                "pass_name": entry.pass_name,
+                "signature": entry.signature,
+                "message": entry.message,
+                "stage": entry.stage,
+                "symptom": entry.symptom,
+                "seed": entry.provenance.get("seed"),
+                "found_by": entry.provenance.get("found_by"),
+            }
+        record["case"] = case_to_json(case_from_json(record["case"]))
+        str(record["signature"])
+        return dict(record)
+    except EntryError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise EntryError(path, "file", f"not a finding written by bnfuzz run --out ({exc})") from None
+
+
 def promote(finding_path: Path, corpus: Path, passes: tuple[str, ...] = ("upstream", "fixed")) -> Path:
     """Turn a ``bnfuzz run --out`` finding into a corpus entry in ``corpus``; return its path.
 
-    The expectation for each of ``passes`` is measured by replaying the case on it.
+    The case is first made simpler where the same bug survives
+    (:func:`fuzz.minimize.simplify`), and its message is measured afresh. The
+    expectation for each of ``passes`` is measured by replaying the case on it. A
+    corpus entry can be promoted again, to re-minimise it and re-measure its
+    expectations on the installed TVM.
     """
-    try:
-        record = json.loads(finding_path.read_text())
-        case = case_from_json(record["case"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise EntryError(finding_path, "file", f"not a finding written by bnfuzz run --out ({exc})") from None
+    record = _finding_record(finding_path)
+    pass_name = str(record.get("pass_name", ""))
+    case = case_from_json(record["case"])
+    make_pass = resolve_pass(pass_name)
+    case, narrowed = simplify(case, make_pass)
+    signature = str(narrowed) if narrowed is not None else str(record["signature"])
+    found = check(case, make_pass).verdict.primary
     expect: dict[str, str] = {}
     reason: dict[str, str] = {}
     for name in passes:
@@ -186,11 +224,11 @@ def promote(finding_path: Path, corpus: Path, passes: tuple[str, ...] = ("upstre
         reason[name] = _reason(checked)
     entry = Entry(
         case=case,
-        pass_name=str(record.get("pass_name", "")),
+        pass_name=pass_name,
         symptom=str(record.get("symptom", "")),
-        stage=str(record.get("stage", "")),
-        signature=str(record.get("signature", "")),
-        message=str(record.get("message", "")),
+        stage=found.stage if found else str(record.get("stage", "")),
+        signature=signature,
+        message=found.message if found else str(record.get("message", "")),
         expect=expect,
         reason=reason,
         provenance={
@@ -200,11 +238,12 @@ def promote(finding_path: Path, corpus: Path, passes: tuple[str, ...] = ("upstre
             "python": platform.python_version(),
             "platform": platform.platform(),
             "seed": record.get("seed"),
-            "found_by": f"bnfuzz run --pass {record.get('pass_name')} --seed {record.get('seed')}",
+            "found_by": record.get("found_by")
+            or f"bnfuzz run --pass {pass_name} --seed {record.get('seed')}",
         },
     )
     corpus.mkdir(parents=True, exist_ok=True)
-    target = corpus / finding_path.name
+    target = corpus / file_name(signature)
     write_atomic(target, dumps_entry(entry))
     return target
 

@@ -22,23 +22,24 @@ Key idea: the script is generated from the case alone, in the same order
 
 from __future__ import annotations
 
+import importlib.util
 import math
 import re
-from collections.abc import Callable
-from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from fuzz.campaign import check
-from fuzz.case import OPERANDS, Block, Case, Tensor, Topology
+from fuzz.case import OPERANDS, Block, Case, Tensor, Topology, kernel_to_oihw
 from fuzz.corpus import Entry
 from fuzz.execute import Outputs
+from fuzz.minimize import minimality
 from fuzz.passes import resolve_pass
 from fuzz.reference import reference
 from fuzz.signature import DEFAULTS, classify
 
-__all__ = ["minimality", "render_issue", "render_script"]
+__all__ = ["render_issue", "render_script"]
 
 #: The pass each builtin name stands for, as the script spells it.
 PASS_EXPRESSIONS = {
@@ -269,122 +270,6 @@ def _reason_to_leave(case: Case) -> str:
 # issue text
 
 
-def _retype(tensor: Tensor, dtype: str) -> Tensor:
-    return Tensor.from_numpy(tensor.float64(), dtype)
-
-
-def _retyped(block: Block, names: tuple[str, ...], dtype: str) -> dict[str, Any]:
-    return {n: _retype(t, dtype) for n in names if (t := block.operand(n)) is not None}
-
-
-def _simplifications(case: Case) -> list[tuple[str, Callable[[Case], Case]]]:
-    """(description, change) for each way to make ``case`` simpler by one step that keeps
-    shapes: flags and attributes back to their defaults, one operand's values to 1.0."""
-    changes: list[tuple[str, Callable[[Case], Case]]] = []
-
-    def each_block(**fields: Any) -> Callable[[Case], Case]:
-        def change(c: Case) -> Case:
-            blocks = []
-            for b in c.blocks:
-                bn = replace(b.bn, **{k: v for k, v in fields.items() if hasattr(b.bn, k)})
-                conv = b.conv and replace(b.conv, **{k: v for k, v in fields.items() if hasattr(b.conv, k)})
-                blocks.append(replace(b, bn=bn, conv=conv))
-            return replace(c, blocks=tuple(blocks))
-
-        return change
-
-    first = case.blocks[0]
-    flags: tuple[tuple[str, Any], ...] = (
-        ("training", False),
-        ("scale", True),
-        ("center", True),
-        ("epsilon", 1e-5),
-    )
-    for name, default in flags:
-        if getattr(first.bn, name) != default:
-            changes.append(
-                (f"{name}={getattr(first.bn, name)!r} -> {default!r}", each_block(**{name: default}))
-            )
-    conv = first.conv
-    if conv is not None:
-        windows: tuple[tuple[str, tuple[int, ...]], ...] = (
-            ("strides", (1, 1)),
-            ("dilation", (1, 1)),
-            ("padding", (0, 0, 0, 0)),
-        )
-        for name, default in windows:
-            if getattr(conv, name) != default:
-                changes.append(
-                    (f"{name}={list(getattr(conv, name))} -> {list(default)}", each_block(**{name: default}))
-                )
-        if conv.out_dtype and conv.out_dtype != case.dtype:
-
-            def same_dtype(c: Case) -> Case:
-                c = each_block(out_dtype="")(c)
-                blocks = tuple(replace(b, **_retyped(b, OPERANDS[1:], c.dtype)) for b in c.blocks)
-                return replace(c, blocks=blocks)
-
-            changes.append((f"out_dtype={conv.out_dtype} -> none", same_dtype))
-    if case.dtype != "float32":
-
-        def to_float32(c: Case) -> Case:
-            blocks = []
-            for b in c.blocks:
-                conv = b.conv and replace(b.conv, out_dtype="")
-                blocks.append(replace(b, conv=conv, **_retyped(b, OPERANDS, "float32")))
-            return replace(c, data=_retype(c.data, "float32"), blocks=tuple(blocks))
-
-        changes.append((f"dtype={case.dtype} -> float32", to_float32))
-    if case.data.shape[0] > 1:
-
-        def one_batch(c: Case) -> Case:
-            return replace(c, data=Tensor.from_numpy(c.data.float64()[:1], c.data.dtype))
-
-        changes.append((f"batch {case.data.shape[0]} -> 1 (the first item)", one_batch))
-    if case.parameters:
-        changes.append(
-            (f"parameters={list(case.parameters)} -> all constants", lambda c: replace(c, parameters=()))
-        )
-    ones = {"x": case.data}
-    for name in OPERANDS:
-        tensor = first.operand(name)
-        if tensor is not None:
-            ones[name] = tensor
-    for name, tensor in ones.items():
-        if any(v != 1.0 for v in tensor.values):
-
-            def set_ones(c: Case, name: str = name) -> Case:
-                if name == "x":
-                    return replace(c, data=Tensor(c.data.dtype, c.data.shape, (1.0,) * len(c.data.values)))
-                blocks = list(c.blocks)
-                t = blocks[0].operand(name)
-                assert t is not None
-                ones: dict[str, Any] = {name: Tensor(t.dtype, t.shape, (1.0,) * len(t.values))}
-                blocks[0] = replace(blocks[0], **ones)
-                return replace(c, blocks=tuple(blocks))
-
-            changes.append((f"{name} values -> all 1.0", set_ones))
-    return changes
-
-
-def minimality(entry: Entry) -> list[str]:
-    """One line per simplification tried: whether the bug survives it."""
-    make_pass = resolve_pass(entry.pass_name)
-    lines = []
-    for description, change in _simplifications(entry.case):
-        try:
-            simpler = change(entry.case)
-            finding = check(simpler, make_pass).verdict.primary
-        except ValueError as exc:  # CaseError, ModuleError, or an empty conv output
-            lines.append(f"- {description}: cannot be tried, the graph would be invalid ({str(exc)[:80]})")
-            continue
-        if finding is not None and finding.symptom.value == entry.symptom:
-            lines.append(f"- {description}: the bug remains (this attribute does not matter)")
-        else:
-            lines.append(f"- {description}: the bug disappears (it matters)")
-    return lines
-
-
 _ELEMENT = re.compile(r"output (\d+)\[([\d, ]+)\]")
 
 
@@ -404,6 +289,12 @@ def _actual(entry: Entry) -> str:
         return (
             f"The pass folds the batch_norm although {reason}. Output 0 (first values) without the "
             f"pass: {first[0]}; after the pass: {first[1]}."
+        )
+    if finding.symptom.value == "signature-change" and finding.message.startswith("outputs changed from "):
+        before_sig, _, after_sig = finding.message.removeprefix("outputs changed from ").partition(" to ")
+        return (
+            f"Without the pass the function returns {before_sig} (dtype[shape]); after the pass it "
+            f"returns {after_sig}, so anything downstream of this function sees a different tensor."
         )
     match = _ELEMENT.search(finding.message)
     if match is None or before is None or after is None:
@@ -426,6 +317,130 @@ def _actual(entry: Entry) -> str:
         f"(computed in wider precision) is {exact!r}, and rounding in {dtype} can account for at most "
         f"{bound:.3g} of difference, so a change of {abs(a - b):.3g} is a bug, not rounding."
     )
+
+
+#: Where upstream's pass lives in the apache-tvm wheel (and, under ``python/``, in TVM's tree).
+UPSTREAM_MODULE = "tvm.relax.transform.fold_batch_norm_to_conv2d_for_inference"
+
+
+def _upstream_line(snippet: str) -> list[str]:
+    """The line of upstream's pass that contains ``snippet``, quoted with its place, or []
+    when this TVM has no such line (another version, or the pass moved)."""
+    spec = importlib.util.find_spec(UPSTREAM_MODULE)
+    if spec is None or spec.origin is None:
+        return []
+    lines = Path(spec.origin).read_text().splitlines()
+    number = next((n for n, line in enumerate(lines, 1) if snippet in line), None)
+    if number is None:
+        return []
+    where = "python/" + UPSTREAM_MODULE.replace(".", "/") + ".py"
+    return [f"`{where}`, line {number}:", "", "```python", lines[number - 1].strip(), "```", ""]
+
+
+def _scale(case: Case) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """Upstream's folded scale ``gamma / sqrt(var + eps)`` (eps rounded to float32, as it
+    does) and folded weight ``W * scale`` in OIHW, both exact in float64."""
+    block = case.blocks[0]
+    assert block.conv is not None and block.weight is not None
+    eps = float(np.float32(block.bn.epsilon))
+    scale = block.gamma.float64() / np.sqrt(block.var.float64() + eps)
+    weight = kernel_to_oihw(block.conv, block.weight.float64())
+    return scale, weight * scale.reshape(-1, 1, 1, 1)
+
+
+def _cause(entry: Entry) -> tuple[str, str] | None:
+    """Why upstream's pass does this: a snippet of the line responsible, and an
+    explanation with this case's numbers; None for a bug with no explanation on record."""
+    case, essentials = entry.case, dict(classify(entry.case))
+    block = case.blocks[0]
+    conv = block.conv
+    symptom, error_type = entry.symptom, entry.signature.split("[", 1)[0].partition(":")[2]
+    if entry.pass_name != "upstream" or conv is None:
+        return None
+    if symptom == "pass-exception" and error_type == "TypeError" and block.var.dtype != "float32":
+        return 'FloatImm("float32"', (
+            f"The pass adds epsilon to the variance as a float32 scalar, whatever the variance's dtype "
+            f"(here {block.var.dtype}"
+            + (f", as the conv's out_dtype is {conv.out_dtype}" if essentials["out_dtype"] != "same" else "")
+            + "). Relax binary operators need both operands in one dtype, so the pass raises instead of "
+            "folding or leaving the graph alone."
+        )
+    if symptom == "pass-exception" and essentials["kernel_layout"] == "IOHW":
+        return "wt.reshape(", (
+            "`wt` is a `relax.Call` expression, which has no `reshape` method; the OIHW branch just above "
+            "uses `relax.op.reshape(wt, ...)`. Every IOHW kernel (the layout of transposed-conv weights "
+            "imported from other frameworks) makes the pass raise."
+        )
+    if symptom == "must-not-fold":
+        attrs_line = "bn_attrs = bn_op.attrs"
+        if essentials["training"] == "True":
+            return attrs_line, (
+                "The rewriter reads only `epsilon` from the batch_norm's attributes; it never checks "
+                "`training`. With training=True, batch_norm normalises with the mean and variance of the "
+                "batch itself, not the moving statistics the fold bakes into the weights, so the fold "
+                "changes the result."
+            )
+        if essentials["axis"] == "non-channel":
+            return attrs_line, (
+                f"The rewriter reads only `epsilon` from the batch_norm's attributes; it never checks "
+                f"`axis`. Here batch_norm normalises axis {block.bn.axis}, while the fold scales the conv's "
+                f"output channels (axis {conv.channel_axis} in {conv.data_layout})."
+            )
+    if symptom == "out-of-tolerance" and essentials["scale"] == "False":
+        scale, _ = _scale(case)
+        ones = 1 / np.sqrt(block.var.float64() + float(np.float32(block.bn.epsilon)))
+        return "wt = relax.op.divide(bn_weight, dino)", (
+            f"The folded scale multiplies by gamma although scale=False tells batch_norm to ignore gamma: "
+            f"the fold uses gamma / sqrt(var + eps) = {scale[0]:.7g} where batch_norm computes "
+            f"1 / sqrt(var + eps) = {ones[0]:.7g} (channel 0)."
+        )
+    if symptom == "out-of-tolerance" and essentials["center"] == "False":
+        scale, _ = _scale(case)
+        mean, beta = block.mean.float64()[0], block.beta.float64()[0]
+        return "bs = relax.op.subtract(bn_bias", (
+            f"The folded bias adds beta although center=False tells batch_norm to ignore beta: the fold "
+            f"adds beta - mean * s = {beta - mean * scale[0]:.7g} where batch_norm adds "
+            f"-mean * s = {-mean * scale[0]:.7g} (channel 0, s = gamma / sqrt(var + eps))."
+        )
+    if symptom == "signature-change" and essentials["data_layout"] != "NCHW":
+        c = block.gamma.shape[0]
+        return "bs_args = relax.op.reshape(bs", (
+            f"The folded bias is reshaped to (1, {c}, 1, 1), the channel position of NCHW, whatever the "
+            f"conv's data_layout. The conv's output here is {conv.data_layout}, so adding the bias "
+            "broadcasts it along the wrong axis and changes the output's shape."
+        )
+    finfo = np.finfo(np.dtype(case.dtype)) if case.dtype != "bfloat16" else None
+    if symptom == "finite-to-nonfinite" and finfo is not None:
+        scale, folded = _scale(case)
+        return "wt_conv = relax.op.multiply(conv_weight, wt)", (
+            f"The pass scales the weights before the convolution: W' = W * s with "
+            f"s = gamma / sqrt(var + eps) = {scale.max():.7g}. The largest |W'| is "
+            f"{np.abs(folded).max():.7g}, above the largest finite {case.dtype} ({float(finfo.max):.7g}), "
+            f"so W' is inf, and the convolution turns inf into inf or NaN (inf * 0 from padding or a zero "
+            f"input, inf - inf in a sum). Without the fold, the convolution's sum is scaled by s after it "
+            f"is computed and stays finite."
+        )
+    if symptom == "out-of-tolerance" and finfo is not None:
+        scale, _ = _scale(case)
+        smallest = float(np.abs(scale[scale != 0]).min()) if (scale != 0).any() else 0.0
+        tiny = float(finfo.smallest_normal)
+        if 0 < smallest < tiny:
+            bits = int(np.floor(np.log2(smallest / float(finfo.smallest_subnormal)))) + 1
+            return "wt = relax.op.divide(bn_weight, dino)", (
+                f"The folded scale s = gamma / sqrt(var + eps) = {smallest:.4g} is below the smallest "
+                f"normal {case.dtype} ({tiny:.4g}), so it is stored as a subnormal number with only "
+                f"{bits} significant bits, and the folded weight and bias (beta - mean * s) carry that "
+                f"error. The unfolded graph never forms s: it normalises first and then multiplies by gamma."
+            )
+    return None
+
+
+def _cause_section(entry: Entry) -> list[str]:
+    cause = _cause(entry)
+    if cause is None:
+        return []
+    snippet, text = cause
+    return ["### Where it goes wrong", "", *_upstream_line(snippet), text, ""]
 
 
 def _headline(entry: Entry) -> str:
@@ -457,7 +472,7 @@ def render_issue(entry: Entry) -> str:
         "ill-formed": "The pass produces well-formed IR.",
     }.get(entry.symptom, "The pass folds correctly or leaves the graph unchanged.")
     tvm = entry.provenance.get("tvm", "")
-    simplified = minimality(entry)
+    simplified = [a.line() for a in minimality(entry.case, resolve_pass(entry.pass_name))]
     return "\n".join(
         [
             f"# [Bug][Relax] FoldBatchnormToConv2D {_headline(entry)}" + (f" ({attrs})" if attrs else ""),
@@ -470,6 +485,7 @@ def render_issue(entry: Entry) -> str:
             "",
             _actual(entry),
             "",
+            *_cause_section(entry),
             "### Environment",
             "",
             f"- TVM: {tvm} (pip install apache-tvm=={tvm})" if tvm else "- TVM: unknown",
@@ -487,8 +503,8 @@ def render_issue(entry: Entry) -> str:
             "",
             "### Minimality",
             "",
-            "Found and shrunk by a property-based fuzzer (bnfold-fuzz). Each remaining non-default "
-            "attribute and value was simplified on its own and the bug re-checked:",
+            "Shrunk and simplified by a property-based fuzzer (bnfold-fuzz). Each remaining non-default "
+            "attribute and value was simplified once more on its own and the bug re-checked:",
             "",
             *(
                 simplified

@@ -12,6 +12,8 @@ from cases import make_case
 from fuzz.case import case_to_json
 from fuzz.cli import main
 from fuzz.corpus import ENTRY_SCHEMA, Entry, EntryError, dumps_entry, load_entry, replay
+from fuzz.minimize import found, minimality
+from fuzz.passes import resolve_pass
 from fuzz.signature import classify
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
@@ -63,6 +65,16 @@ def test_entry_fails_on_upstream_and_passes_on_fixed(path: Path) -> None:
     must_not_fold = defect_class(entry) in ("training", "axis")
     assert result.checked.execution.fired is not must_not_fold
     assert dumps_entry(entry) == path.read_text(), "stable formatting: sorted keys, 2-space indent"
+
+
+@pytest.mark.parametrize("path", ENTRIES, ids=[p.stem for p in ENTRIES])
+def test_entry_is_minimal(path: Path) -> None:
+    """Nothing left that ``bnfuzz promote`` would still simplify, and the outputs show the bug."""
+    entry = load_entry(path)
+    upstream = resolve_pass("upstream")
+    bug = found(entry.case, upstream)
+    assert bug is not None and str(bug.signature) == entry.signature and bug.visible
+    assert [a.description for a in minimality(entry.case, upstream) if a.outcome == "remains"] == []
 
 
 def write_entry(tmp_path: Path, edit: object = None, text: str | None = None) -> Path:

@@ -3,6 +3,7 @@ script reproduces its bug in a fresh process (and stops once the pass is fixed).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 
 from fuzz.cli import main
 from fuzz.corpus import load_entry
-from fuzz.report import render_issue, render_script
+from fuzz.report import UPSTREAM_MODULE, render_issue, render_script
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = sorted((ROOT / "corpus").glob("*.json"))
@@ -75,14 +76,26 @@ def test_issue_for_a_case_with_default_attributes() -> None:
     text = render_issue(load_entry(ROOT / "corpus" / "finite-to-nonfinite.json"))
     assert text.startswith("# [Bug][Relax] FoldBatchnormToConv2D turns finite outputs into inf/NaN\n")
     assert "- padding=[0, 1, 0, 1] -> [0, 0, 0, 0]: cannot be tried, the graph would be invalid" in text
-    # The campaign stopped shrinking at its time limit; the note says what is still simplifiable.
-    assert "- batch 2 -> 1 (the first item): the bug remains (this attribute does not matter)" in text
+    assert "- dilation=[1, 2] -> [1, 1]: the bug disappears (it matters)" in text
+    # The formula behind the numbers: W' = W * s overflows float32.
+    assert "s = gamma / sqrt(var + eps) = 4.253508e+37. The largest |W'| is 3.828157e+38" in text
 
 
 def test_issue_for_a_must_not_fold_shows_the_wrong_numbers() -> None:
     text = render_issue(load_entry(ROOT / "corpus" / "must-not-fold_training=True_.json"))
     assert "The pass folds the batch_norm although batch_norm has training=True" in text
     assert "without the pass: [1.0]; after the pass: [1.9999949932098389]" in text
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+def test_issue_names_the_line_of_the_pass_that_goes_wrong(path: Path) -> None:
+    text = render_issue(load_entry(path))
+    section = text.split("### Where it goes wrong\n\n", 1)[1].split("### Environment", 1)[0]
+    where, quoted = section.split("```python\n", 1)
+    assert where.startswith("`python/tvm/relax/transform/fold_batch_norm_to_conv2d_for_inference.py`, line ")
+    line = int(where.split("line ", 1)[1].split(":", 1)[0])
+    source = Path(importlib.util.find_spec(UPSTREAM_MODULE).origin).read_text().splitlines()  # type: ignore[arg-type, union-attr]
+    assert quoted.split("\n", 1)[0] == source[line - 1].strip()
 
 
 def test_render_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -106,5 +119,5 @@ def test_triage_groups_by_signature_and_names_the_smallest(
     (tmp_path / "broken.json").write_text("{")
     assert main(["triage", str(entry), str(tmp_path)]) == 2  # the broken file
     out = capsys.readouterr()
-    assert f"    2  finite-to-nonfinite  smallest: {entry} (8 values)" in out.out.splitlines()
+    assert f"    2  finite-to-nonfinite  smallest: {entry} (7 values)" in out.out.splitlines()
     assert "broken.json" in out.err

@@ -1,0 +1,289 @@
+"""Minimise: make a shrunk case simpler still, and say which of its parts matter.
+
+Hypothesis shrinks toward small choice sequences, which is not always the simplest
+graph to read: a batch of two where one would do, a dilation that is not needed.
+:func:`simplify` tries one-step simplifications (an attribute back to its default,
+batch to one, an operand's values to all 1.0, the dtype to float32), keeps each one
+after which the *same bug* (same signature) is still found, and repeats until none
+applies. :func:`minimality` then tries each remaining simplification on its own and
+says whether the bug survives it: the note an issue text carries.
+
+Key idea: "the same bug" is the same symptom with no essential attribute the original
+lacked (see :mod:`fuzz.signature`), not just the same symptom, so a simplification that
+trades one bug for another is never taken, while one that shows an attribute was
+incidental is, and the signature loses that attribute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from fuzz.campaign import check
+from fuzz.case import OPERANDS, Block, Case, Tensor, Topology, kernel_to_oihw
+from fuzz.execute import Outputs
+from fuzz.passes import PassFactory
+from fuzz.signature import Signature
+
+__all__ = ["Attempt", "Bug", "found", "minimality", "simplify"]
+
+
+def _retype(tensor: Tensor, dtype: str) -> Tensor:
+    return Tensor.from_numpy(tensor.float64(), dtype)
+
+
+def _retyped(block: Block, names: tuple[str, ...], dtype: str) -> dict[str, Any]:
+    return {n: _retype(t, dtype) for n in names if (t := block.operand(n)) is not None}
+
+
+def _ungrouped(case: Case) -> Case:
+    """``case`` with every grouped conv as an ungrouped one computing the same thing."""
+    blocks = []
+    for b in case.blocks:
+        if b.conv is None or b.weight is None or b.conv.groups == 1:
+            blocks.append(b)
+            continue
+        groups, w = b.conv.groups, kernel_to_oihw(b.conv, b.weight.float64())
+        c_out, per_group = w.shape[0], w.shape[1]
+        full = np.zeros((c_out, per_group * groups, *w.shape[2:]))
+        for o in range(c_out):
+            g = o // (c_out // groups)
+            full[o, g * per_group : (g + 1) * per_group] = w[o]
+        layout = ["OIHW".index(d) for d in b.conv.kernel_layout]
+        weight = Tensor.from_numpy(np.transpose(full, layout), b.weight.dtype)
+        blocks.append(replace(b, conv=replace(b.conv, groups=1), weight=weight))
+    return replace(case, blocks=tuple(blocks))
+
+
+def _first(tensor: Tensor, axis: int) -> Tensor:
+    return Tensor.from_numpy(np.take(tensor.float64(), [0], axis=axis), tensor.dtype)
+
+
+def _one_out_channel(case: Case) -> Case:
+    """A conv-bn case cut down to its first output channel."""
+    b = case.blocks[0]
+    assert b.conv is not None and b.weight is not None
+    cut: dict[str, Any] = {n: _first(t, 0) for n in OPERANDS[1:] if (t := b.operand(n)) is not None}
+    weight = _first(b.weight, b.conv.kernel_layout.index("O"))
+    return replace(case, blocks=(replace(b, weight=weight, **cut),))
+
+
+def _one_in_channel(case: Case) -> Case:
+    """A conv-bn case cut down to its first input channel."""
+    b = case.blocks[0]
+    assert b.conv is not None and b.weight is not None
+    weight = _first(b.weight, b.conv.kernel_layout.index("I"))
+    data = _first(case.data, b.conv.channel_axis)
+    return replace(case, data=data, blocks=(replace(b, weight=weight),))
+
+
+def _simplifications(case: Case) -> list[tuple[str, Callable[[Case], Case]]]:
+    """(description, change) for each way to make ``case`` simpler by one step that keeps
+    shapes: flags and attributes back to their defaults, one operand's values to 1.0."""
+    changes: list[tuple[str, Callable[[Case], Case]]] = []
+
+    def each_block(**fields: Any) -> Callable[[Case], Case]:
+        def change(c: Case) -> Case:
+            blocks = []
+            for b in c.blocks:
+                bn = replace(b.bn, **{k: v for k, v in fields.items() if hasattr(b.bn, k)})
+                conv = b.conv and replace(b.conv, **{k: v for k, v in fields.items() if hasattr(b.conv, k)})
+                blocks.append(replace(b, bn=bn, conv=conv))
+            return replace(c, blocks=tuple(blocks))
+
+        return change
+
+    first = case.blocks[0]
+    flags: tuple[tuple[str, Any], ...] = (
+        ("training", False),
+        ("scale", True),
+        ("center", True),
+        ("epsilon", 1e-5),
+    )
+    for name, default in flags:
+        if getattr(first.bn, name) != default:
+            changes.append(
+                (f"{name}={getattr(first.bn, name)!r} -> {default!r}", each_block(**{name: default}))
+            )
+    conv = first.conv
+    if conv is not None:
+        windows: tuple[tuple[str, tuple[int, ...]], ...] = (
+            ("strides", (1, 1)),
+            ("dilation", (1, 1)),
+            ("padding", (0, 0, 0, 0)),
+        )
+        for name, default in windows:
+            if getattr(conv, name) != default:
+                changes.append(
+                    (f"{name}={list(getattr(conv, name))} -> {list(default)}", each_block(**{name: default}))
+                )
+        plain = case.topology is Topology.CONV_BN and conv.groups == 1
+        if case.topology is Topology.CONV_BN and first.bn.axis % 4 != conv.channel_axis:
+            changes.append(
+                (
+                    f"axis={first.bn.axis} -> {conv.channel_axis} (the conv's channel axis)",
+                    each_block(axis=conv.channel_axis),
+                )
+            )
+        if plain and first.bn.axis % 4 == conv.channel_axis and first.gamma.shape[0] > 1:
+            changes.append((f"output channels {first.gamma.shape[0]} -> 1 (the first)", _one_out_channel))
+        if plain and case.data.shape[conv.channel_axis] > 1:
+            changes.append(
+                (f"input channels {case.data.shape[conv.channel_axis]} -> 1 (the first)", _one_in_channel)
+            )
+        if conv.groups > 1:
+            changes.append((f"groups={conv.groups} -> 1 (the same weights, block-diagonal)", _ungrouped))
+        if conv.out_dtype and conv.out_dtype != case.dtype:
+
+            def same_dtype(c: Case) -> Case:
+                c = each_block(out_dtype="")(c)
+                blocks = tuple(replace(b, **_retyped(b, OPERANDS[1:], c.dtype)) for b in c.blocks)
+                return replace(c, blocks=blocks)
+
+            changes.append((f"out_dtype={conv.out_dtype} -> none", same_dtype))
+    if case.dtype != "float32":
+
+        def to_float32(c: Case) -> Case:
+            blocks = []
+            for b in c.blocks:
+                conv = b.conv and replace(b.conv, out_dtype="")
+                blocks.append(replace(b, conv=conv, **_retyped(b, OPERANDS, "float32")))
+            return replace(c, data=_retype(c.data, "float32"), blocks=tuple(blocks))
+
+        changes.append((f"dtype={case.dtype} -> float32", to_float32))
+    if case.data.shape[0] > 1:
+
+        def one_batch(c: Case) -> Case:
+            return replace(c, data=Tensor.from_numpy(c.data.float64()[:1], c.data.dtype))
+
+        changes.append((f"batch {case.data.shape[0]} -> 1 (the first item)", one_batch))
+    if case.parameters:
+        changes.append(
+            (f"parameters={list(case.parameters)} -> all constants", lambda c: replace(c, parameters=()))
+        )
+    ones = {"x": case.data}
+    for name in OPERANDS:
+        tensor = first.operand(name)
+        if tensor is not None:
+            ones[name] = tensor
+    for name, tensor in ones.items():
+        if any(v != 1.0 for v in tensor.values):
+
+            def set_ones(c: Case, name: str = name) -> Case:
+                if name == "x":
+                    return replace(c, data=Tensor(c.data.dtype, c.data.shape, (1.0,) * len(c.data.values)))
+                blocks = list(c.blocks)
+                t = blocks[0].operand(name)
+                assert t is not None
+                ones: dict[str, Any] = {name: Tensor(t.dtype, t.shape, (1.0,) * len(t.values))}
+                blocks[0] = replace(blocks[0], **ones)
+                return replace(c, blocks=tuple(blocks))
+
+            changes.append((f"{name} values -> all 1.0", set_ones))
+    return changes
+
+
+@dataclass(frozen=True)
+class Bug:
+    """The bug a pass shows on a case: its signature, and whether the outputs show it."""
+
+    signature: Signature
+    #: False for a rewrite that is wrong but happens to give the same outputs here (a
+    #: must-not-fold on a graph whose every axis has size one): a reproducer needs numbers.
+    visible: bool
+
+
+def found(case: Case, make_pass: PassFactory) -> Bug | None:
+    """The bug ``make_pass`` shows on ``case``, or None."""
+    checked = check(case, make_pass)
+    finding = checked.verdict.primary
+    if finding is None:
+        return None
+    before, after = checked.execution.baseline, checked.execution.folded
+    same = (
+        isinstance(before, Outputs)
+        and isinstance(after, Outputs)
+        and len(before.values) == len(after.values)
+        and all(
+            b.shape == a.shape and np.array_equal(b, a, equal_nan=True)
+            for b, a in zip(before.values, after.values, strict=True)
+        )
+    )
+    visible = not same
+    return Bug(Signature.of(finding, case), visible)
+
+
+def _same_bug(found: Signature, target: Signature) -> bool:
+    """Same symptom and error type, and no essential attribute the target does not have."""
+    return found.key == target.key and set(found.essentials) <= set(target.essentials)
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One simplification tried on its own, and what became of the bug."""
+
+    description: str
+    #: "remains" (the same bug), "hidden" (the same bug, but the outputs no longer show
+    #: it), "disappears" (no bug, or another one), "invalid"
+    outcome: str
+    detail: str = ""
+
+    def line(self) -> str:
+        text = {
+            "remains": "the bug remains (this does not matter)",
+            "hidden": "the pass still rewrites it, but the outputs no longer differ (kept, to show them)",
+            "disappears": "the bug disappears (it matters)",
+            "invalid": f"cannot be tried, the graph would be invalid ({self.detail})",
+        }[self.outcome]
+        return f"- {self.description}: {text}"
+
+
+Change = Callable[[Case], Case]
+
+
+def _attempt(
+    case: Case, target: Bug, make_pass: PassFactory, description: str, change: Change
+) -> tuple[Attempt, Case, Bug | None]:
+    try:
+        simpler = change(case)
+        bug = found(simpler, make_pass)
+    except ValueError as exc:  # CaseError, ModuleError, or an empty conv output
+        return Attempt(description, "invalid", str(exc)[:80]), case, None
+    if bug is None or not _same_bug(bug.signature, target.signature):
+        return Attempt(description, "disappears"), simpler, bug
+    if target.visible and not bug.visible:
+        return Attempt(description, "hidden"), simpler, bug
+    return Attempt(description, "remains"), simpler, bug
+
+
+def minimality(case: Case, make_pass: PassFactory) -> list[Attempt]:
+    """Each simplification of ``case`` tried on its own: does the bug it shows survive?"""
+    target = found(case, make_pass)
+    if target is None:
+        return []
+    return [_attempt(case, target, make_pass, d, change)[0] for d, change in _simplifications(case)]
+
+
+def simplify(case: Case, make_pass: PassFactory) -> tuple[Case, Signature | None]:
+    """``case`` with every one-step simplification applied that keeps its bug, and the
+    bug's signature then (None if ``make_pass`` shows no bug on ``case``).
+
+    A simplification that drops an essential attribute while the bug stays (a
+    ``groups=2`` the underflow never needed) is kept, and the signature narrows with it;
+    one after which the outputs no longer show the bug is not. Each simplification
+    removes something for good (a non-default attribute, a batch item, a non-1.0
+    operand), so the loop ends.
+    """
+    target = found(case, make_pass)
+    changed = target is not None
+    while changed and target is not None:
+        changed = False
+        for description, change in _simplifications(case):
+            attempt, simpler, bug = _attempt(case, target, make_pass, description, change)
+            if attempt.outcome == "remains" and bug is not None:
+                case, target, changed = simpler, bug, True
+                break
+    return case, None if target is None else target.signature

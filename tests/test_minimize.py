@@ -1,0 +1,127 @@
+"""Minimising a shrunk case: what does not matter goes, what matters stays, an incidental
+attribute leaves the signature, and the simplifications compute what they claim."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cases import PUBLIC_NAN_REPORT, make_case
+
+from fuzz.case import Tensor, case_to_json
+from fuzz.cli import main
+from fuzz.corpus import load_entry
+from fuzz.minimize import _one_in_channel, _one_out_channel, _ungrouped, found, minimality, simplify
+from fuzz.passes import resolve_pass
+from fuzz.reference import reference
+
+ROOT = Path(__file__).resolve().parent.parent
+UPSTREAM = resolve_pass("upstream")
+
+#: Folded scale 2^-123 / sqrt(2^43) = 2^-144.5: a float32 subnormal with 5 bits left.
+UNDERFLOW = {"x": 1.0, "weight": 1.0, "gamma": 2.0**-123, "beta": 2.0**-123, "mean": 2.0**43, "var": 2.0**43}
+ONES = dict.fromkeys(("x", "weight", "gamma", "beta", "mean", "var"), 1.0)
+
+
+def batch_of_two(case):  # type: ignore[no-untyped-def]
+    data = case.data.float64()
+    return replace(case, data=Tensor.from_numpy(np.concatenate([data, data * 0.5]), case.data.dtype))
+
+
+def test_simplify_drops_a_batch_item_that_does_not_matter() -> None:
+    big = batch_of_two(PUBLIC_NAN_REPORT)
+    assert str(found(big, UPSTREAM).signature) == "finite-to-nonfinite"  # type: ignore[union-attr]
+    small, signature = simplify(big, UPSTREAM)
+    assert small.data.shape[0] == 1 and str(signature) == "finite-to-nonfinite"
+
+
+def test_simplify_narrows_the_signature_when_an_attribute_was_incidental() -> None:
+    grouped = make_case(c_in=2, c_out=2, height=1, width=1, kh=1, kw=1, groups=2, values=UNDERFLOW)
+    assert str(found(grouped, UPSTREAM).signature) == "out-of-tolerance[groups=grouped]"  # type: ignore[union-attr]
+    small, signature = simplify(grouped, UPSTREAM)
+    assert small.blocks[0].conv.groups == 1  # type: ignore[union-attr]
+    assert str(signature) == "out-of-tolerance"
+
+
+def test_simplify_keeps_what_matters() -> None:
+    case = make_case(c_in=1, c_out=1, height=1, width=1, kh=1, kw=1, scale=False, values={"gamma": 2.0})
+    small, signature = simplify(case, UPSTREAM)
+    assert small.blocks[0].bn.scale is False and str(signature) == "out-of-tolerance[scale=False]"
+    assert small.blocks[0].gamma.values == (2.0,)  # with gamma 1.0 the bug is invisible
+
+
+def test_simplify_keeps_a_must_not_fold_visible_in_the_outputs() -> None:
+    # Two input channels of ones make the conv output 2 against a moving mean of 1. With one
+    # input channel, output and moving mean agree and folding changes nothing visible.
+    case = make_case(c_in=2, c_out=1, height=1, width=1, kh=1, kw=1, training=True, values=ONES)
+    assert found(case, UPSTREAM).visible  # type: ignore[union-attr]
+    small, signature = simplify(case, UPSTREAM)
+    assert str(signature) == "must-not-fold[training=True]"
+    assert found(small, UPSTREAM).visible  # type: ignore[union-attr]
+    assert small.data.shape[1] == 2
+    lines = [a.line() for a in minimality(small, UPSTREAM)]
+    assert (
+        "- input channels 2 -> 1 (the first): the pass still rewrites it, but the outputs no longer differ"
+        in ("\n".join(lines))
+    )
+
+
+def test_simplify_of_a_case_without_a_bug_changes_nothing() -> None:
+    case = make_case()
+    assert simplify(case, UPSTREAM) == (case, None)
+    assert minimality(case, UPSTREAM) == []
+
+
+def test_minimality_says_what_matters_and_what_cannot_be_tried() -> None:
+    entry = load_entry(ROOT / "corpus" / "finite-to-nonfinite.json")
+    lines = {a.description.split(" ")[0]: a.outcome for a in minimality(entry.case, UPSTREAM)}
+    assert lines["padding=[0,"] == "invalid"  # a 1x2 kernel with dilation 2 needs the padding
+    assert lines["dilation=[1,"] == "disappears"
+    assert lines["gamma"] == "disappears"
+
+
+@pytest.mark.parametrize("layout", ["OIHW", "HWIO", "OHWI", "IOHW"])
+def test_ungrouped_computes_the_same(layout: str) -> None:
+    case = make_case(c_in=4, c_out=6, groups=2, kernel_layout=layout)
+    plain = _ungrouped(case)
+    assert plain.blocks[0].conv.groups == 1  # type: ignore[union-attr]
+    np.testing.assert_array_equal(reference(plain).outputs[0].value, reference(case).outputs[0].value)
+
+
+@pytest.mark.parametrize("layout", [("NCHW", "OIHW"), ("NHWC", "HWIO"), ("NCHW", "IOHW")])
+def test_channel_cuts_compute_the_first_channel(layout: tuple[str, str]) -> None:
+    case = make_case(c_in=2, c_out=3, data_layout=layout[0], kernel_layout=layout[1])
+    axis = layout[0].index("C")
+    full = reference(case).outputs[0].value
+    first_out = reference(_one_out_channel(case)).outputs[0].value
+    np.testing.assert_array_equal(first_out, np.take(full, [0], axis=axis))
+    only_in = make_case(c_in=1, c_out=3, data_layout=layout[0], kernel_layout=layout[1])
+    cut = _one_in_channel(case)
+    assert (
+        cut.data.shape == only_in.data.shape and cut.blocks[0].weight.shape == only_in.blocks[0].weight.shape
+    )  # type: ignore[union-attr]
+
+
+def test_promote_simplifies_and_names_the_file_by_the_narrowed_signature(tmp_path: Path) -> None:
+    grouped = make_case(c_in=2, c_out=2, height=1, width=1, kh=1, kw=1, groups=2, values=UNDERFLOW)
+    finding = tmp_path / "findings" / "out-of-tolerance_groups=grouped_.json"
+    finding.parent.mkdir()
+    record = {
+        "case": case_to_json(batch_of_two(grouped)),
+        "pass_name": "upstream",
+        "signature": "out-of-tolerance[groups=grouped]",
+        "symptom": "out-of-tolerance",
+        "stage": "compare",
+        "message": "from the campaign",
+        "seed": 7,
+    }
+    finding.write_text(json.dumps(record))
+    assert main(["promote", str(finding), "--corpus", str(tmp_path / "corpus")]) == 0
+    entry = load_entry(tmp_path / "corpus" / "out-of-tolerance.json")
+    assert entry.signature == "out-of-tolerance" and entry.case.data.shape == (1, 1, 1, 1)
+    assert entry.expect == {"upstream": "fails", "fixed": "passes"}
+    assert entry.message.startswith("output 0[0, 0, 0, 0]: folded program gives")  # measured afresh
+    assert entry.provenance["found_by"] == "bnfuzz run --pass upstream --seed 7"
