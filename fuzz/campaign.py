@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import hypothesis
@@ -34,29 +34,67 @@ from hypothesis.errors import Flaky
 from hypothesis.reporting import with_reporter
 
 import strategies
+from fuzz.build import build_module
 from fuzz.case import Case
-from fuzz.execute import Execution, Runner, execute
-from fuzz.oracle import Finding, Verdict, judge
+from fuzz.compat import structural_equal
+from fuzz.execute import Execution, Failure, Runner, execute
+from fuzz.oracle import Finding, Symptom, Verdict, judge
 from fuzz.passes import PassFactory
+from fuzz.pipeline import Pipeline, PipelinePass, gated
 from fuzz.reference import Reference, reference
 from fuzz.signature import Signature, classify
 
 
 @dataclass(frozen=True)
 class Checked:
-    """A case, what running it did, and the verdict."""
+    """A case, what running it did, and the verdict; for a pipeline, the pipeline and
+    the passes its ``Sequential`` skipped by opt-level gating."""
 
     case: Case
     execution: Execution
     reference: Reference
     verdict: Verdict
+    pipeline: Pipeline | None = None
+    gated: tuple[str, ...] = ()
 
 
-def check(case: Case, make_pass: PassFactory, runner: Runner | None = None) -> Checked:
-    """Run one case through a pass and judge it (``runner``: see :func:`fuzz.execute.execute`)."""
-    execution = execute(case, make_pass, runner)
+def check(
+    case: Case, make_pass: PassFactory, runner: Runner | None = None, pipeline: Pipeline | None = None
+) -> Checked:
+    """Run one case through a pass, or through ``pipeline`` with the pass in it, and judge
+    it (``runner``: see :func:`fuzz.execute.execute`).
+
+    For a pipeline with nothing gated, the ``Sequential`` and the direct calls must give
+    structurally equal modules (``sequential-direct-mismatch``).
+    """
     ref = reference(case)
-    return Checked(case, execution, ref, judge(case, execution, ref))
+    if pipeline is None:
+        execution = execute(case, make_pass, runner)
+        return Checked(case, execution, ref, judge(case, execution, ref))
+    execution = execute(case, lambda: PipelinePass(pipeline, make_pass), runner, idempotence=False)
+    verdict = judge(case, execution, ref, in_pipeline=True, numbers=not pipeline.mixed_precision)
+    skipped = gated(pipeline, make_pass)
+    if not skipped and not isinstance(execution.folded, Failure) and not verdict.findings:
+        mismatch = _sequential_mismatch(case, pipeline, make_pass)
+        if mismatch is not None:
+            verdict = replace(verdict, findings=(mismatch,))
+    return Checked(case, execution, ref, verdict, pipeline, skipped)
+
+
+def _sequential_mismatch(case: Case, pipeline: Pipeline, make_pass: PassFactory) -> Finding | None:
+    module = build_module(case)
+    try:
+        as_sequential = PipelinePass(pipeline, make_pass, sequential=True)(module)
+        as_calls = PipelinePass(pipeline, make_pass, sequential=False)(module)
+    except Exception as exc:  # one mode raised where the other did not
+        return Finding(Symptom.SEQUENTIAL_MISMATCH, "pass", f"one mode raised {type(exc).__name__}")
+    if structural_equal(as_sequential, as_calls):
+        return None
+    return Finding(
+        Symptom.SEQUENTIAL_MISMATCH,
+        "pass",
+        "Sequential and direct calls of the same passes, every pass enabled, give different modules",
+    )
 
 
 @dataclass
@@ -93,6 +131,8 @@ class CampaignResult:
     skipped: Counter[str] = field(default_factory=Counter)
     #: Hypothesis runs: one per distinct bug, plus the last one that found none
     rounds: int = 0
+    #: passes a pipeline's Sequential skipped by opt-level gating (events, not bugs)
+    gated: Counter[str] = field(default_factory=Counter)
 
 
 #: Examples (batches) per Hypothesis run. ``target()`` makes a long run hill-climb on a
@@ -110,12 +150,16 @@ class _Found(Exception):
     """The body's way to tell Hypothesis: this example shows a new bug."""
 
 
+#: Checks one case, alone or inside a pipeline: :func:`check` with a pass and a runner
+#: bound, or :class:`fuzz.isolate.IsolatedChecker` (in a worker process).
+Checker = Callable[[Case, Pipeline | None], Checked]
+
+
 @dataclass
 class _Campaign:
     """The state shared by the rounds of one campaign."""
 
-    make_pass: PassFactory
-    runner: Runner | None
+    checker: Checker
     budget_seconds: float | None
     max_examples: int | None
     shrink_seconds: float
@@ -142,9 +186,11 @@ class _Campaign:
             r = self.result
             self.on_progress(Progress(r.examples, self.elapsed(), r.hits, shrinking))
 
-    def body(self, batch: tuple[Case, ...]) -> None:
-        """The Hypothesis test body: checks a batch of value sets of one structure and
-        raises :class:`_Found` for the round's new bug only."""
+    def body(self, example: tuple[Pipeline | None, tuple[Case, ...]]) -> None:
+        """The Hypothesis test body: checks a batch of value sets of one structure (in one
+        pipeline, for a pipeline campaign) and raises :class:`_Found` for the round's new
+        bug only."""
+        pipeline, batch = example
         shrinking = self.key is not None
         if shrinking and time.monotonic() - self.shrink_start > self.shrink_seconds:
             return  # stop shrinking; the last failing case is kept
@@ -158,7 +204,7 @@ class _Campaign:
                 if self.exhausted():
                     break
                 self.result.examples += 1
-            checked = check(case, self.make_pass, self.runner)
+            checked = self.checker(case, pipeline)
             _record(self.result, checked, shrinking)
             if checked.execution.changed:
                 pressure = max(pressure, checked.reference.fold_pressure)
@@ -175,7 +221,7 @@ class _Campaign:
         if finding is None:
             return
         for hit in self.result.hits:
-            if hit.signature.covers(finding, checked.case):
+            if hit.signature.covers(finding, checked.case, checked.pipeline):
                 hit.hits += 0 if shrinking else 1
                 return
         key = (finding.symptom, finding.error_type)
@@ -186,7 +232,9 @@ class _Campaign:
             self.last = (checked, finding)
             raise _Found(finding.symptom.value)
 
-    def run_round(self, strategy: st.SearchStrategy[tuple[Case, ...]], seed: int) -> Hit | None:
+    def run_round(
+        self, strategy: st.SearchStrategy[tuple[Pipeline | None, tuple[Case, ...]]], seed: int
+    ) -> Hit | None:
         """One Hypothesis run of at most :data:`EPOCH_EXAMPLES` examples: the next new bug,
         shrunk, or None (the epoch or the budget ended, or the strategy ran dry)."""
         self.result.rounds += 1
@@ -214,7 +262,7 @@ class _Campaign:
             return None
         checked, finding = self.last
         return Hit(
-            Signature.of(finding, checked.case),
+            Signature.of(finding, checked.case, checked.pipeline),
             finding,
             checked,
             first_seconds=self.first_seconds,
@@ -232,18 +280,29 @@ def run_campaign(
     cases: st.SearchStrategy[Case] | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     runner: Runner | None = None,
+    pipelines: st.SearchStrategy[Pipeline] | None = None,
+    checker: Checker | None = None,
 ) -> CampaignResult:
     """Fuzz ``make_pass`` until a budget runs out; return every distinct bug found.
 
     ``runner`` compiles and runs modules: the naive :func:`fuzz.execute.compile_and_run`
-    by default, or :meth:`fuzz.compile_cache.CompileCache.run`.
+    by default, or :meth:`fuzz.compile_cache.CompileCache.run`. ``pipelines``: run each
+    case inside a drawn pipeline (:mod:`strategies.pipelines`) instead of through the pass
+    alone. ``checker`` replaces :func:`check` (``make_pass`` and ``runner`` are then
+    unused): :class:`fuzz.isolate.IsolatedChecker` runs each case in a worker process.
     """
     if budget_seconds is None and max_examples is None:
         raise ValueError("give budget_seconds or max_examples (or both)")
     # Several value sets of one structure per example: with a compile cache they cost
     # one compilation; shrinking still ends at a single case.
-    strategy = cases.map(lambda case: (case,)) if cases is not None else strategies.case_batches()
-    campaign = _Campaign(make_pass, runner, budget_seconds, max_examples, shrink_seconds, on_progress)
+    batches = cases.map(lambda case: (case,)) if cases is not None else strategies.case_batches()
+    strategy = st.tuples(pipelines if pipelines is not None else st.none(), batches)
+    if checker is None:
+
+        def checker(case: Case, pipeline: Pipeline | None) -> Checked:
+            return check(case, make_pass, runner, pipeline)
+
+    campaign = _Campaign(checker, budget_seconds, max_examples, shrink_seconds, on_progress)
     while not campaign.exhausted():
         hit = campaign.run_round(strategy, seed * 1000 + campaign.result.rounds)
         if hit is None:
@@ -272,3 +331,6 @@ def _record(result: CampaignResult, checked: Checked, shrinking: bool) -> None:
         result.lowering[f"{low.symptom.value}[dtype={checked.case.dtype}]"] += 1
     if verdict.skipped:
         result.skipped[verdict.skipped] += 1
+    for name in checked.gated:
+        hypothesis.event(f"gated by opt level: {name}")
+        result.gated[name] += 1

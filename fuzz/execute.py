@@ -196,7 +196,11 @@ Runner = Callable[[tvm.IRModule, Sequence[Any]], tuple[Outputs | Failure, float]
 
 
 def execute(
-    case: Case, make_pass: Callable[[], tvm.ir.transform.Pass], runner: Runner | None = None
+    case: Case,
+    make_pass: Callable[[], tvm.ir.transform.Pass],
+    runner: Runner | None = None,
+    *,
+    idempotence: bool = True,
 ) -> Execution:
     """Run ``case`` unfolded and through ``make_pass()``; see :class:`Execution`.
 
@@ -207,6 +211,10 @@ def execute(
     operand a parameter, one module object per structure, so the cache need not
     lift and hash it for every value set. ``tests/test_compile_cache.py`` checks
     that the two paths agree bit for bit.
+
+    ``idempotence=False`` skips applying the pass a second time (``idempotent`` is
+    then None): for a pipeline, where running FuseOps twice is no question of
+    correctness.
 
     Raises :class:`fuzz.build.ModuleError` if TVM rejects the case itself (no pass
     involved); every later TVM exception becomes a :class:`Failure`.
@@ -239,7 +247,7 @@ def execute(
 
     changed = not structural_equal(before, after)
     fired = changed and count_batch_norms(after) < count_batch_norms(before)
-    idempotent = _idempotent(make_pass, after)
+    idempotent = _idempotent(make_pass, after) if idempotence else None
 
     folded: Outputs | Failure
     folded_seconds = 0.0

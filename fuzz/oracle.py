@@ -42,6 +42,10 @@ from fuzz.reference import Expected, Reference
 
 
 class Symptom(str, enum.Enum):
+    #: the worker process running the case died (a native crash: segfault, abort)
+    CRASH = "crash"
+    #: the worker process did not answer within its time limit
+    TIMEOUT = "timeout"
     PASS_EXCEPTION = "pass-exception"
     ILL_FORMED = "ill-formed"
     BUILD_FAILURE = "build-failure"
@@ -49,6 +53,8 @@ class Symptom(str, enum.Enum):
     MUST_NOT_FOLD = "must-not-fold"
     SIGNATURE_CHANGE = "signature-change"
     NOT_IDEMPOTENT = "not-idempotent"
+    #: a pipeline applied as ``Sequential`` and as direct calls gives different modules
+    SEQUENTIAL_MISMATCH = "sequential-direct-mismatch"
     FINITE_TO_NONFINITE = "finite-to-nonfinite"
     OUT_OF_TOLERANCE = "out-of-tolerance"
     BASELINE_OUT_OF_TOLERANCE = "baseline-out-of-tolerance"
@@ -184,9 +190,17 @@ def _compare(
     return pass_findings, lowering, worst
 
 
-def judge(case: Case, execution: Execution, reference: Reference) -> Verdict:
-    """The verdict on one case run through one pass."""
-    reasons = must_not_fold_reasons(case)
+def judge(
+    case: Case, execution: Execution, reference: Reference, *, in_pipeline: bool = False, numbers: bool = True
+) -> Verdict:
+    """The verdict on one case run through one pass.
+
+    ``in_pipeline``: the "pass" is a pipeline (:mod:`fuzz.pipeline`), which may remove
+    batch_norm legitimately, so "must not fold" is not judged. ``numbers=False``: the
+    pipeline changes the arithmetic's dtype on purpose (mixed precision); outputs must
+    keep their shapes, and their dtypes and values are not judged.
+    """
+    reasons = () if in_pipeline else must_not_fold_reasons(case)
     baseline = execution.baseline
     if isinstance(baseline, Failure):
         return Verdict(
@@ -231,7 +245,16 @@ def judge(case: Case, execution: Execution, reference: Reference) -> Verdict:
                 + ", ".join(f"{d}{list(s)}" for s, d in declared),
             )
         )
-    if isinstance(folded, Outputs):
+    if isinstance(folded, Outputs) and not numbers:
+        if folded.shapes != baseline.shapes:
+            findings.append(
+                Finding(
+                    Symptom.SIGNATURE_CHANGE,
+                    "compare",
+                    f"outputs changed from {_describe(baseline)} to {_describe(folded)}",
+                )
+            )
+    elif isinstance(folded, Outputs):
         # The folded program may match what the module declares, or what the unfolded
         # program really returns (a lowering that disagrees with its declaration is
         # reported above, not blamed on the pass).

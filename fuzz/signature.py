@@ -12,6 +12,11 @@ A later failing case is *covered* by a known signature when it has the same
 symptom and all of that signature's essential attributes; a signature with no
 essential attributes covers only cases whose attributes are all default, so an
 early value-only finding cannot mask the attribute-triggered ones.
+
+In a pipeline campaign the shrunk pipeline is one more attribute, ``pipeline``, essential
+unless it is the pass under test alone (:data:`fuzz.pipeline.DEFAULT_PIPELINE`):
+``out-of-tolerance[pipeline=ConvertLayout(NHWC,OHWI)+fold]``. It covers a later
+pipeline that runs those passes in that order, among others.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from dataclasses import dataclass
 
 from fuzz.case import Case
 from fuzz.oracle import Finding
+from fuzz.pipeline import DEFAULT_PIPELINE, Pipeline
 
 #: The simplest graph's classifying attributes; Hypothesis shrinks toward these.
 DEFAULTS: Mapping[str, str] = {
@@ -77,22 +83,28 @@ class Signature:
     essentials: tuple[tuple[str, str], ...]
 
     @classmethod
-    def of(cls, finding: Finding, case: Case) -> Signature:
+    def of(cls, finding: Finding, case: Case, pipeline: Pipeline | None = None) -> Signature:
         attrs = classify(case)
         essentials = tuple((k, v) for k, v in attrs.items() if DEFAULTS[k] != v)
+        if pipeline is not None and pipeline != DEFAULT_PIPELINE:
+            essentials += (("pipeline", pipeline.label),)
         return cls(finding.symptom.value, finding.error_type, essentials)
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.symptom, self.error_type)
 
-    def covers(self, finding: Finding, case: Case) -> bool:
+    def covers(self, finding: Finding, case: Case, pipeline: Pipeline | None = None) -> bool:
         if (finding.symptom.value, finding.error_type) != self.key:
             return False
         attrs = classify(case)
         if not self.essentials:
-            return all(DEFAULTS[k] == v for k, v in attrs.items())
-        return all(attrs[k] == v for k, v in self.essentials)
+            default_pipeline = pipeline is None or pipeline == DEFAULT_PIPELINE
+            return default_pipeline and all(DEFAULTS[k] == v for k, v in attrs.items())
+        return all(
+            (pipeline is not None and pipeline.covered_by(v)) if k == "pipeline" else attrs[k] == v
+            for k, v in self.essentials
+        )
 
     def __str__(self) -> str:
         head = self.symptom + (f":{self.error_type}" if self.error_type else "")

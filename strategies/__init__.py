@@ -58,7 +58,12 @@ HUGE_SQRT     [64, 256)         [8.8e12, 1.8e19)     [8.8e12, 1.8e19)    [9.0e10
 HUGE          [8192, 65504]     [4.3e37, 3.39e38]    [4.3e37, 3.40e38]   [2.2e307, 1.8e308]
 ============  ================  ===================  ==================  ===================
 
-Modules: :mod:`.graphs` (cases, batches), :mod:`.attributes` (operator attributes),
+``pipelines(*, neighbours, max_passes=4)``
+    :class:`fuzz.pipeline.Pipeline` specs: the pass under test among BN-relevant
+    Relax passes, an opt level and Sequential or direct calls; shrinks to the pass
+    under test alone (see :mod:`.pipelines`).
+
+Modules: :mod:`.graphs` (cases, batches), :mod:`.pipelines` (pass pipelines), :mod:`.attributes` (operator attributes),
 :mod:`.values` (magnitudes and tensors), :mod:`.geometry` (conv windows and
 groups valid by construction), :mod:`._validation` (argument checks).
 """
@@ -67,6 +72,7 @@ from __future__ import annotations
 
 from .attributes import Axis, batch_norm_attrs, conv2d_attrs
 from .graphs import case_batches, cases
+from .pipelines import pipelines
 from .values import Magnitude, tensors
 
 __all__ = [
@@ -76,5 +82,6 @@ __all__ = [
     "case_batches",
     "cases",
     "conv2d_attrs",
+    "pipelines",
     "tensors",
 ]

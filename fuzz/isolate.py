@@ -1,0 +1,221 @@
+"""Crash isolation: check cases in a worker process, so a native crash or a hang in TVM
+or in the pass under test becomes a finding instead of the end of the campaign.
+
+:class:`IsolatedChecker` is a :data:`fuzz.campaign.Checker`: it sends each case (and its
+pipeline) to one long-lived worker process, which runs :func:`fuzz.campaign.check` with
+its own compile cache and sends the :class:`~fuzz.campaign.Checked` back. If the worker
+dies (a segfault, an abort), the case is reported as a ``crash`` finding; if it does not
+answer within ``timeout`` seconds, it is killed and the case is a ``timeout`` finding.
+Either way the next case starts a fresh worker, and the campaign, which runs in the
+parent, keeps every finding it has.
+
+Key idea: one worker serves many cases, so isolation costs a pickle round trip per
+case, not a process start (importing TVM takes seconds); the worker's start is not
+counted against a case's timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from fuzz.campaign import Checked, check
+from fuzz.case import Case
+from fuzz.execute import Execution, Failure, Stage
+from fuzz.oracle import Finding, Symptom, Verdict
+from fuzz.pipeline import Pipeline
+from fuzz.reference import reference
+
+__all__ = ["IsolatedChecker", "WorkerError"]
+
+#: Seconds a new worker may take to import TVM and get ready.
+START_TIMEOUT = 300.0
+
+
+class WorkerError(RuntimeError):
+    """The worker could not start, or raised for a reason of our own (a bug, not a finding)."""
+
+
+def _serve(conn: Connection, pass_name: str, cache: bool, cache_dir: str | None) -> None:
+    """The worker's loop: receive (case, pipeline), send ("ok", Checked) or ("error", text)."""
+    try:
+        from fuzz.compile_cache import CompileCache
+        from fuzz.passes import resolve_pass
+
+        make_pass = resolve_pass(pass_name)
+        runner = CompileCache(directory=Path(cache_dir) if cache_dir else None).run if cache else None
+    except BaseException:
+        conn.send(("error", traceback.format_exc()))
+        return
+    conn.send(("ready", None))
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return  # the parent is gone
+        if message is None:
+            return
+        case, pipeline = message
+        try:
+            conn.send(("ok", check(case, make_pass, runner, pipeline)))
+        except Exception as exc:  # our own exception (an invalid case, a bug): the parent re-raises
+            conn.send(("raise", exc))
+
+
+@dataclass(frozen=True)
+class _Died:
+    symptom: Symptom
+    message: str
+    #: the signal's name for a crash (``SIGSEGV``), or ``exit-N``; empty for a timeout
+    error_type: str = ""
+
+
+class IsolatedChecker:
+    """Check cases in a reused worker process; see the module docstring."""
+
+    def __init__(
+        self, pass_name: str, *, timeout: float = 60.0, cache: bool = True, cache_dir: Path | None = None
+    ) -> None:
+        self.pass_name = pass_name
+        self.timeout = timeout
+        self.cache = cache
+        self.cache_dir = cache_dir
+        self.starts = 0
+        self._process: subprocess.Popen[bytes] | None = None
+        self._conn: Connection | None = None
+        self._stderr: Any = None
+
+    def _start(self) -> Connection:
+        # A fresh interpreter (not fork: TVM's threads; not multiprocessing's spawn, which
+        # re-imports the caller's __main__), talking over one end of a socket pair.
+        parent, child = multiprocessing.Pipe()
+        command = [sys.executable, "-m", "fuzz.isolate", str(child.fileno()), self.pass_name]
+        command += ["--cache" if self.cache else "--no-cache", str(self.cache_dir or "")]
+        # The worker's stderr (TVM's crash backtraces) goes to a file; a crash finding quotes it.
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in _stop
+        process = subprocess.Popen(
+            command, pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stderr=self._stderr
+        )
+        child.close()
+        self.starts += 1
+        if not parent.poll(START_TIMEOUT):
+            process.kill()
+            raise WorkerError(f"the worker did not start within {START_TIMEOUT:.0f} s")
+        try:
+            kind, detail = parent.recv()
+        except EOFError:
+            process.wait()
+            raise WorkerError(f"the worker died while starting (exit code {process.returncode})") from None
+        if kind != "ready":
+            raise WorkerError(f"the worker could not start:\n{detail}")
+        self._process, self._conn = process, parent
+        return parent
+
+    def _stop(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process.wait()
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+        if self._conn is not None:
+            self._conn.close()
+        self._process, self._conn = None, None
+
+    def close(self) -> None:
+        """Stop the worker (it also stops when this process exits)."""
+        if self._conn is not None:
+            with contextlib.suppress(OSError):
+                self._conn.send(None)
+        self._stop()
+
+    def __enter__(self) -> IsolatedChecker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __call__(self, case: Case, pipeline: Pipeline | None) -> Checked:
+        conn = self._conn if self._conn is not None else self._start()
+        start = time.monotonic()
+        self._stderr.seek(0, 2)
+        self._stderr_mark = self._stderr.tell()
+        try:
+            conn.send((case, pipeline))
+            answered = conn.poll(self.timeout)
+            reply = conn.recv() if answered else None
+        except (EOFError, OSError):
+            reply, answered = None, True
+        if reply is None:
+            died = self._died(answered, time.monotonic() - start)
+            self._stop()
+            return _crash_checked(case, pipeline, died)
+        kind, payload = reply
+        if kind == "raise":
+            raise payload
+        return payload
+
+    def _died(self, answered: bool, seconds: float) -> _Died:
+        if not answered:
+            return _Died(
+                Symptom.TIMEOUT, f"the worker did not answer within {self.timeout:g} s and was killed"
+            )
+        assert self._process is not None
+        try:
+            code: int | None = self._process.wait(5)
+        except subprocess.TimeoutExpired:
+            code = None
+        if code is not None and code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            how, error_type = f"died of {name}", name
+        else:
+            how, error_type = f"exited with code {code}", f"exit-{code}"
+        return _Died(
+            Symptom.CRASH, f"the worker process {how} after {seconds:.1f} s{self._stderr_tail()}", error_type
+        )
+
+    def _stderr_tail(self, lines: int = 12) -> str:
+        """The first lines the worker wrote to stderr while running the case (TVM's backtrace)."""
+        self._stderr.seek(self._stderr_mark)
+        text = self._stderr.read().decode(errors="replace").strip().splitlines()
+        wrote = [line for line in text if "BlockBuilder destroyed" not in line][:lines]
+        return ("; stderr:\n" + "\n".join(wrote)) if wrote else ""
+
+
+def _crash_checked(case: Case, pipeline: Pipeline | None, died: _Died) -> Checked:
+    """A :class:`Checked` for a case whose worker died: nothing ran to completion."""
+    failure = Failure(Stage.RUN, died.error_type or died.symptom.value, died.message)
+    execution = Execution(
+        baseline=failure,
+        folded=failure,
+        changed=False,
+        fired=False,
+        idempotent=None,
+        pass_seconds=0.0,
+        build_seconds=0.0,
+    )
+    finding = Finding(died.symptom, "worker", died.message, died.error_type)
+    return Checked(case, execution, reference(case), Verdict((finding,)), pipeline)
+
+
+def _main(argv: list[str]) -> None:
+    """``python -m fuzz.isolate FD PASS --cache|--no-cache CACHE_DIR``: the worker."""
+    fd, pass_name, cache, cache_dir = argv
+    _serve(Connection(int(fd)), pass_name, cache == "--cache", cache_dir or None)
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])

@@ -1,0 +1,181 @@
+"""Pipelines: the pass under test among its neighbours, as plain data and as a pass.
+
+A :class:`Pipeline` names a sequence of passes from :data:`NEIGHBOURS` (BN-relevant
+Relax passes, each with fixed arguments) and ``"fold"`` (the pass under test), the
+``PassContext`` opt level, and how the passes are applied: as one
+``tvm.transform.Sequential`` or as direct calls, one after the other. It is plain,
+JSON-able data, so a pipeline shrinks with Hypothesis, travels to a worker process and
+is stored in a finding.
+
+:class:`PipelinePass` applies a pipeline to a module, with a given pass factory standing
+in for ``"fold"``. :func:`gated` names the passes a ``Sequential`` skips at the
+pipeline's opt level (a pass whose own opt level is higher); direct calls run them
+anyway. That is TVM's documented gating, recorded as an event, never as a bug.
+
+What the oracle may not expect of a pipeline (see :func:`fuzz.campaign.check`): a
+pipeline may remove batch_norm legitimately (``DecomposeOpsForInference``,
+``LegalizeOps``), so "must not fold" and idempotence are not judged, and
+``ToMixedPrecision`` computes in float16 on purpose, so its numbers are not judged
+against a float32 bound (only that it runs, and keeps output shapes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fuzz.passes import PassFactory
+
+__all__ = [
+    "DEFAULT_PIPELINE",
+    "FOLD",
+    "MIXED_PRECISION",
+    "NEIGHBOURS",
+    "Pipeline",
+    "PipelineError",
+    "PipelinePass",
+    "gated",
+    "pipeline_from_json",
+    "pipeline_to_json",
+]
+
+#: The name that stands for the pass under test in a pipeline.
+FOLD = "fold"
+
+#: The BN-relevant Relax passes a pipeline draws from, with the arguments they get,
+#: as the Python a reproducer script writes (``relax.transform`` in scope).
+NEIGHBOURS: Mapping[str, str] = {
+    "FoldConstant": "relax.transform.FoldConstant()",
+    "ConvertLayout(NHWC,OHWI)": 'relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "OHWI"]})',
+    "ConvertLayout(NHWC,HWIO)": 'relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", "HWIO"]})',
+    "ConvertLayout(NCHW,OIHW)": 'relax.transform.ConvertLayout({"relax.nn.conv2d": ["NCHW", "OIHW"]})',
+    "DecomposeOpsForInference": "relax.transform.DecomposeOpsForInference()",
+    "LegalizeOps": "relax.transform.LegalizeOps()",
+    "CanonicalizeBindings": "relax.transform.CanonicalizeBindings()",
+    "DeadCodeElimination": "relax.transform.DeadCodeElimination()",
+    "EliminateCommonSubexpr": "relax.transform.EliminateCommonSubexpr()",
+    "ToMixedPrecision": "relax.transform.ToMixedPrecision()",
+    "FuseOps": "relax.transform.FuseOps()",
+    "FuseTIR": "relax.transform.FuseTIR()",
+    "Normalize": "relax.transform.Normalize()",
+}
+
+MIXED_PRECISION = "ToMixedPrecision"
+
+
+def _neighbour(name: str) -> Any:
+    """A fresh instance of the neighbour pass ``name``, made from its script source."""
+    from tvm import relax
+
+    return eval(NEIGHBOURS[name], {"relax": relax})
+
+
+class PipelineError(ValueError):
+    """A pipeline that cannot be read: names the field."""
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """Passes (names from :data:`NEIGHBOURS`, or :data:`FOLD`), opt level, and mode."""
+
+    passes: tuple[str, ...]
+    opt_level: int = 3
+    sequential: bool = True
+
+    def __post_init__(self) -> None:
+        for name in self.passes:
+            if name != FOLD and name not in NEIGHBOURS:
+                raise PipelineError(
+                    f"passes: unknown pass {name!r}; expected {FOLD!r} or one of {', '.join(NEIGHBOURS)}"
+                )
+        if not 0 <= self.opt_level <= 4:
+            raise PipelineError(f"opt_level: must be 0 to 4, got {self.opt_level}")
+
+    @property
+    def mixed_precision(self) -> bool:
+        return MIXED_PRECISION in self.passes
+
+    @property
+    def label(self) -> str:
+        """Short text for signatures: ``ConvertLayout(NHWC,OHWI)+fold``, then `` O1`` for an
+        opt level other than 3 and `` direct`` for direct calls."""
+        return (
+            "+".join(self.passes)
+            + (f" O{self.opt_level}" if self.opt_level != 3 else "")
+            + ("" if self.sequential else " direct")
+        )
+
+    def covered_by(self, label: str) -> bool:
+        """Whether a signature's pipeline ``label`` names a part of this pipeline: its
+        passes in order (not necessarily adjacent), and the same opt level and mode."""
+        passes, *flags = label.split(" ")
+        if flags != self.label.split(" ")[1:]:
+            return False
+        rest = iter(self.passes)
+        return all(name in rest for name in passes.split("+"))
+
+    def __str__(self) -> str:
+        return self.label
+
+
+def pipeline_to_json(pipeline: Pipeline) -> dict[str, Any]:
+    return {
+        "passes": list(pipeline.passes),
+        "opt_level": pipeline.opt_level,
+        "sequential": pipeline.sequential,
+    }
+
+
+def pipeline_from_json(obj: Any) -> Pipeline:
+    """Read a pipeline; raises :class:`PipelineError` naming the field."""
+    if not isinstance(obj, dict):
+        raise PipelineError("expected a JSON object")
+    passes, opt_level, sequential = obj.get("passes"), obj.get("opt_level"), obj.get("sequential")
+    if not isinstance(passes, list) or not all(isinstance(p, str) for p in passes):
+        raise PipelineError("passes: expected a list of pass names")
+    if not isinstance(opt_level, int) or isinstance(opt_level, bool):
+        raise PipelineError("opt_level: expected an integer")
+    if not isinstance(sequential, bool):
+        raise PipelineError("sequential: expected true or false")
+    return Pipeline(tuple(passes), opt_level, sequential)
+
+
+def _instances(pipeline: Pipeline, make_pass: PassFactory) -> list[Any]:
+    return [make_pass() if name == FOLD else _neighbour(name) for name in pipeline.passes]
+
+
+def gated(pipeline: Pipeline, make_pass: PassFactory) -> tuple[str, ...]:
+    """The passes a ``Sequential`` at the pipeline's opt level skips (none in direct mode)."""
+    if not pipeline.sequential:
+        return ()
+    return tuple(
+        name
+        for name, p in zip(pipeline.passes, _instances(pipeline, make_pass), strict=True)
+        if p.info.opt_level > pipeline.opt_level
+    )
+
+
+class PipelinePass:
+    """A pipeline as one callable pass: ``PipelinePass(pipeline, make_pass)(mod)``."""
+
+    def __init__(self, pipeline: Pipeline, make_pass: PassFactory, *, sequential: bool | None = None) -> None:
+        self.pipeline = pipeline
+        self.make_pass = make_pass
+        self.sequential = pipeline.sequential if sequential is None else sequential
+
+    def __call__(self, mod: Any) -> Any:
+        import tvm
+
+        passes = _instances(self.pipeline, self.make_pass)
+        with tvm.transform.PassContext(opt_level=self.pipeline.opt_level):
+            if self.sequential:
+                return tvm.transform.Sequential(passes)(mod)
+            for p in passes:
+                mod = p(mod)
+            return mod
+
+
+#: What a pipeline shrinks to: the pass under test alone, every pass enabled, Sequential.
+DEFAULT_PIPELINE = Pipeline((FOLD,))
