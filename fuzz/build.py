@@ -146,12 +146,15 @@ class _LiftConstants(relax.PyExprMutator):
 
 def lift_constants(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[Any]]:
     """``mod`` with every tensor constant of ``main`` made a trailing parameter, and their
-    values as the runtime tensors the constants hold (ready for the VM, not copied)."""
+    values as the runtime tensors the constants hold (ready for the VM, not copied).
+    The module's other functions (a pipeline's legalized or fused ones) are kept."""
     func = mod[FUNCTION_NAME]
     lifter = _LiftConstants(mod)
     body = lifter.visit_expr(func.body)
     lifted = relax.Function(list(func.params) + lifter.params, body, None, func.is_pure, func.attrs)
-    return tvm.IRModule({FUNCTION_NAME: lifted}), lifter.values
+    functions = dict(mod.functions)
+    functions[mod.get_global_var(FUNCTION_NAME)] = lifted
+    return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos), lifter.values
 
 
 def structure_key(case: Case) -> tuple[Any, ...]:

@@ -15,6 +15,7 @@ unwritable output folder).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import tempfile
@@ -102,6 +103,26 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         metavar="DIR",
         help="keep compiled structures in DIR as well, for later runs (default: memory only)",
+    )
+    run.add_argument(
+        "--pipelines",
+        action="store_true",
+        help="run each case through a drawn pipeline of BN-relevant Relax passes around the pass "
+        "(Sequential or direct calls, opt level 0 to 3) instead of through the pass alone",
+    )
+    run.add_argument(
+        "--isolate",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="check cases in a reused worker process, so a native crash or a hang becomes a "
+        "'crash' or 'timeout' finding and the campaign goes on (default: on with --pipelines)",
+    )
+    run.add_argument(
+        "--timeout",
+        type=_positive(float),
+        default=60.0,
+        metavar="SECONDS",
+        help="with --isolate, the longest one case may take before it is a 'timeout' finding (default 60)",
     )
     bench = sub.add_parser(
         "bench",
@@ -389,10 +410,11 @@ def _run(args: argparse.Namespace) -> int:
     if budget is None and args.max_examples is None:
         budget = 60.0
 
-    from fuzz.campaign import Progress, run_campaign
+    from fuzz.campaign import Hit, Progress, run_campaign
     from fuzz.case import case_to_json
     from fuzz.compat import tvm_version
     from fuzz.corpus import file_name, write_atomic
+    from fuzz.pipeline import pipeline_to_json
 
     last_print = [0.0]
 
@@ -410,27 +432,8 @@ def _run(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    runner = None
-    cache = None
-    if not args.no_cache:
-        from fuzz.compile_cache import CompileCache
-
-        if args.cache_dir is not None:
-            _check_out_dir(args.cache_dir, "--cache-dir")
-        cache = CompileCache(directory=args.cache_dir)
-        runner = cache.run
-    result = run_campaign(
-        make_pass,
-        runner=runner,
-        budget_seconds=budget,
-        max_examples=args.max_examples,
-        seed=args.seed,
-        shrink_seconds=args.shrink_seconds,
-        on_progress=progress,
-    )
-    findings = []
-    for hit in result.hits:
-        entry = {
+    def summarise(hit: Hit) -> dict[str, Any]:
+        return {
             "signature": str(hit.signature),
             "symptom": hit.finding.symptom.value,
             "stage": hit.finding.stage,
@@ -441,19 +444,69 @@ def _run(args: argparse.Namespace) -> int:
             "hits": hit.hits,
             "attributes": hit.checked.case.attributes(),
         }
-        findings.append(entry)
-        if args.out is not None:
+
+    written: set[str] = set()
+
+    def write_new(hits: list[Hit]) -> None:
+        """Each finding goes to --out as soon as it is shrunk, so a killed campaign loses none."""
+        for hit in hits:
+            if args.out is None or str(hit.signature) in written:
+                continue
             record = dict(
-                entry,
+                summarise(hit),
                 case=case_to_json(hit.checked.case),
+                pipeline=None if hit.checked.pipeline is None else pipeline_to_json(hit.checked.pipeline),
                 tvm=tvm_version(),
                 pass_name=args.pass_name,
                 seed=args.seed,
             )
             write_atomic(
-                args.out / file_name(str(hit.signature)),
-                json.dumps(record, sort_keys=True, indent=2) + "\n",
+                args.out / file_name(str(hit.signature)), json.dumps(record, sort_keys=True, indent=2) + "\n"
             )
+            written.add(str(hit.signature))
+
+    def on_progress(p: Progress) -> None:
+        write_new(p.hits)
+        progress(p)
+
+    runner = None
+    cache = None
+    isolate = args.pipelines if args.isolate is None else args.isolate
+    if args.cache_dir is not None:
+        _check_out_dir(args.cache_dir, "--cache-dir")
+    if not args.no_cache and not isolate:
+        from fuzz.compile_cache import CompileCache
+
+        cache = CompileCache(directory=args.cache_dir)
+        runner = cache.run
+    pipelines = None
+    if args.pipelines:
+        import strategies
+
+        pipelines = strategies.pipelines()
+    with contextlib.ExitStack() as stack:
+        checker = None
+        if isolate:
+            from fuzz.isolate import IsolatedChecker
+
+            checker = stack.enter_context(
+                IsolatedChecker(
+                    args.pass_name, timeout=args.timeout, cache=not args.no_cache, cache_dir=args.cache_dir
+                )
+            )
+        result = run_campaign(
+            make_pass,
+            runner=runner,
+            budget_seconds=budget,
+            max_examples=args.max_examples,
+            seed=args.seed,
+            shrink_seconds=args.shrink_seconds,
+            on_progress=on_progress,
+            pipelines=pipelines,
+            checker=checker,
+        )
+    write_new(result.hits)
+    findings = [summarise(hit) for hit in result.hits]
     summary = {
         "pass": args.pass_name,
         "seed": args.seed,
@@ -462,6 +515,10 @@ def _run(args: argparse.Namespace) -> int:
         "seconds": round(result.seconds, 3),
         "findings": findings,
         "lowering": dict(result.lowering),
+        "gated": dict(result.gated),
+        "pipelines": args.pipelines,
+        "isolated": isolate,
+        "worker_starts": None if checker is None else checker.starts,
         "cache": None
         if cache is None
         else {"structures": cache.stats.builds, "hit_rate": round(cache.stats.hit_rate, 4)},
@@ -490,7 +547,7 @@ def _print_table(summary: dict[str, Any]) -> None:
                 f["stage"],
                 f"{f['first_seconds']:.1f} s",
                 str(f["hits"]),
-                f["message"][:90],
+                f["message"].splitlines()[0][:90] if f["message"] else "",
             )
         )
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
@@ -500,6 +557,10 @@ def _print_table(summary: dict[str, Any]) -> None:
         print("findings against TVM's lowering (the unfolded program, not the pass):")
         for sig, n in summary["lowering"].items():
             print(f"  {sig}: {n}")
+    if summary.get("gated"):
+        print("passes a Sequential skipped by opt-level gating (events, not bugs):")
+        for name, n in summary["gated"].items():
+            print(f"  {name}: {n} cases")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,13 +32,16 @@ from fuzz.campaign import Checked, check
 from fuzz.case import Case, CaseError, case_from_json, case_to_json
 from fuzz.compat import tvm_version
 from fuzz.minimize import simplify
+from fuzz.oracle import Symptom
 from fuzz.passes import resolve_pass
+from fuzz.pipeline import Pipeline, PipelineError, pipeline_from_json, pipeline_to_json
 
 __all__ = [
     "ENTRY_SCHEMA",
     "Entry",
     "EntryError",
     "Replay",
+    "check_entry",
     "dumps_entry",
     "file_name",
     "load_entry",
@@ -48,6 +51,8 @@ __all__ = [
 ]
 
 ENTRY_SCHEMA = 1
+#: Seconds a worker may take on one entry before it counts as a hang.
+ISOLATED_TIMEOUT = 120.0
 EXPECTATIONS = ("fails", "passes")
 
 
@@ -76,10 +81,19 @@ class Entry:
     reason: dict[str, str]
     #: tvm, tvm_commit, hypothesis, python, platform, seed, found_by
     provenance: dict[str, Any] = field(default_factory=dict)
+    #: the pipeline the pass ran in (``bnfuzz run --pipelines``), or None: the pass alone
+    pipeline: Pipeline | None = None
+
+    @property
+    def isolated(self) -> bool:
+        """Whether checking this entry kills or hangs the process: then it is checked in a
+        worker (:mod:`fuzz.isolate`)."""
+        return self.symptom in (Symptom.CRASH.value, Symptom.TIMEOUT.value)
 
 
 def _to_json(entry: Entry) -> dict[str, Any]:
-    return {
+    pipeline = {} if entry.pipeline is None else {"pipeline": pipeline_to_json(entry.pipeline)}
+    return pipeline | {
         "schema": ENTRY_SCHEMA,
         "case": case_to_json(entry.case),
         "pass": entry.pass_name,
@@ -139,7 +153,28 @@ def load_entry(path: Path | str) -> Entry:
         expect=expect,
         reason=_field(obj, "reason", dict, path),
         provenance=_field(obj, "provenance", dict, path),
+        pipeline=_pipeline(obj.get("pipeline"), path),
     )
+
+
+def _pipeline(obj: Any, path: Path) -> Pipeline | None:
+    if obj is None:
+        return None
+    try:
+        return pipeline_from_json(obj)
+    except PipelineError as exc:
+        field, _, message = str(exc).partition(": ")
+        raise EntryError(path, f"pipeline.{field}" if message else "pipeline", message or field) from None
+
+
+def check_entry(case: Case, pass_name: str, pipeline: Pipeline | None, isolated: bool) -> Checked:
+    """Check a case on a pass (in a pipeline), in a worker process if ``isolated``."""
+    if not isolated:
+        return check(case, resolve_pass(pass_name), pipeline=pipeline)
+    from fuzz.isolate import IsolatedChecker
+
+    with IsolatedChecker(pass_name, timeout=ISOLATED_TIMEOUT) as checker:
+        return checker(case, pipeline)
 
 
 @dataclass(frozen=True)
@@ -158,7 +193,7 @@ class Replay:
 
 def replay(entry: Entry, pass_name: str) -> Replay:
     """Check the entry's case on ``pass_name`` (built, run and judged afresh)."""
-    checked = check(entry.case, resolve_pass(pass_name))
+    checked = check_entry(entry.case, pass_name, entry.pipeline, entry.isolated)
     status = "passes" if checked.verdict.primary is None else "fails"
     return Replay(pass_name, entry.expect.get(pass_name), status, checked)
 
@@ -190,8 +225,11 @@ def _finding_record(path: Path) -> dict[str, Any]:
                 "symptom": entry.symptom,
                 "seed": entry.provenance.get("seed"),
                 "found_by": entry.provenance.get("found_by"),
+                "pipeline": None if entry.pipeline is None else pipeline_to_json(entry.pipeline),
             }
         record["case"] = case_to_json(case_from_json(record["case"]))
+        if record.get("pipeline") is not None:
+            pipeline_from_json(record["pipeline"])  # validates it
         str(record["signature"])
         return dict(record)
     except EntryError:
@@ -212,20 +250,24 @@ def promote(finding_path: Path, corpus: Path, passes: tuple[str, ...] = ("upstre
     record = _finding_record(finding_path)
     pass_name = str(record.get("pass_name", ""))
     case = case_from_json(record["case"])
-    make_pass = resolve_pass(pass_name)
-    case, narrowed = simplify(case, make_pass)
+    pipeline = pipeline_from_json(record["pipeline"]) if record.get("pipeline") is not None else None
+    symptom = str(record.get("symptom", ""))
+    isolated = symptom in (Symptom.CRASH.value, Symptom.TIMEOUT.value)
+    narrowed = None
+    if not isolated:  # a crash would end this process: such cases stay as Hypothesis shrank them
+        case, pipeline, narrowed = simplify(case, resolve_pass(pass_name), pipeline)
     signature = str(narrowed) if narrowed is not None else str(record["signature"])
-    found = check(case, make_pass).verdict.primary
+    found = check_entry(case, pass_name, pipeline, isolated).verdict.primary
     expect: dict[str, str] = {}
     reason: dict[str, str] = {}
     for name in passes:
-        checked = check(case, resolve_pass(name))
+        checked = check_entry(case, name, pipeline, isolated)
         expect[name] = "passes" if checked.verdict.primary is None else "fails"
         reason[name] = _reason(checked)
     entry = Entry(
         case=case,
         pass_name=pass_name,
-        symptom=str(record.get("symptom", "")),
+        symptom=symptom,
         stage=found.stage if found else str(record.get("stage", "")),
         signature=signature,
         message=found.message if found else str(record.get("message", "")),
@@ -239,8 +281,10 @@ def promote(finding_path: Path, corpus: Path, passes: tuple[str, ...] = ("upstre
             "platform": platform.platform(),
             "seed": record.get("seed"),
             "found_by": record.get("found_by")
-            or f"bnfuzz run --pass {pass_name} --seed {record.get('seed')}",
+            or f"bnfuzz run --pass {pass_name} --seed {record.get('seed')}"
+            + (" --pipelines" if pipeline is not None else ""),
         },
+        pipeline=pipeline,
     )
     corpus.mkdir(parents=True, exist_ok=True)
     target = corpus / file_name(signature)

@@ -26,6 +26,7 @@ from fuzz.campaign import check
 from fuzz.case import OPERANDS, Block, Case, Tensor, Topology, kernel_to_oihw
 from fuzz.execute import Outputs
 from fuzz.passes import PassFactory
+from fuzz.pipeline import Pipeline
 from fuzz.signature import Signature
 
 __all__ = ["Attempt", "Bug", "found", "minimality", "simplify"]
@@ -196,9 +197,9 @@ class Bug:
     visible: bool
 
 
-def found(case: Case, make_pass: PassFactory) -> Bug | None:
-    """The bug ``make_pass`` shows on ``case``, or None."""
-    checked = check(case, make_pass)
+def found(case: Case, make_pass: PassFactory, pipeline: Pipeline | None = None) -> Bug | None:
+    """The bug ``make_pass`` (inside ``pipeline``, if given) shows on ``case``, or None."""
+    checked = check(case, make_pass, pipeline=pipeline)
     finding = checked.verdict.primary
     if finding is None:
         return None
@@ -213,12 +214,14 @@ def found(case: Case, make_pass: PassFactory) -> Bug | None:
         )
     )
     visible = not same
-    return Bug(Signature.of(finding, case), visible)
+    return Bug(Signature.of(finding, case, pipeline), visible)
 
 
 def _same_bug(found: Signature, target: Signature) -> bool:
-    """Same symptom and error type, and no essential attribute the target does not have."""
-    return found.key == target.key and set(found.essentials) <= set(target.essentials)
+    """Same symptom and error type, and no essential attribute the target does not have
+    (the pipeline aside: simplifying only removes passes from it)."""
+    essentials = {e for e in found.essentials if e[0] != "pipeline"}
+    return found.key == target.key and essentials <= set(target.essentials)
 
 
 @dataclass(frozen=True)
@@ -242,16 +245,47 @@ class Attempt:
 
 
 Change = Callable[[Case], Case]
+#: What is simplified: a case, and the pipeline it runs in (None: the pass alone).
+Subject = tuple[Case, Pipeline | None]
+Step = Callable[[Subject], Subject]
+
+
+def _steps(case: Case, pipeline: Pipeline | None) -> list[tuple[str, Step]]:
+    """The case's simplifications, then the pipeline's: each pass left out, in turn; the
+    opt level back to 3; direct calls back to a Sequential."""
+
+    def on_case(change: Change) -> Step:
+        return lambda subject: (change(subject[0]), subject[1])
+
+    def on_pipeline(simpler: Pipeline) -> Step:
+        return lambda subject: (subject[0], simpler)
+
+    steps = [(d, on_case(change)) for d, change in _simplifications(case)]
+    if pipeline is not None:
+        passes = pipeline.passes
+        if len(passes) > 1:
+            for i, name in enumerate(passes):
+                without = replace(pipeline, passes=passes[:i] + passes[i + 1 :])
+                steps.append(
+                    (f"pipeline without {name} (pass {i + 1} of {len(passes)})", on_pipeline(without))
+                )
+        if pipeline.opt_level != 3:
+            steps.append(
+                (f"opt_level={pipeline.opt_level} -> 3", on_pipeline(replace(pipeline, opt_level=3)))
+            )
+        if not pipeline.sequential:
+            steps.append(("direct calls -> one Sequential", on_pipeline(replace(pipeline, sequential=True))))
+    return steps
 
 
 def _attempt(
-    case: Case, target: Bug, make_pass: PassFactory, description: str, change: Change
-) -> tuple[Attempt, Case, Bug | None]:
+    subject: Subject, target: Bug, make_pass: PassFactory, description: str, step: Step
+) -> tuple[Attempt, Subject, Bug | None]:
     try:
-        simpler = change(case)
-        bug = found(simpler, make_pass)
+        simpler = step(subject)
+        bug = found(simpler[0], make_pass, simpler[1])
     except ValueError as exc:  # CaseError, ModuleError, or an empty conv output
-        return Attempt(description, "invalid", str(exc)[:80]), case, None
+        return Attempt(description, "invalid", str(exc)[:80]), subject, None
     if bug is None or not _same_bug(bug.signature, target.signature):
         return Attempt(description, "disappears"), simpler, bug
     if target.visible and not bug.visible:
@@ -259,31 +293,35 @@ def _attempt(
     return Attempt(description, "remains"), simpler, bug
 
 
-def minimality(case: Case, make_pass: PassFactory) -> list[Attempt]:
-    """Each simplification of ``case`` tried on its own: does the bug it shows survive?"""
-    target = found(case, make_pass)
+def minimality(case: Case, make_pass: PassFactory, pipeline: Pipeline | None = None) -> list[Attempt]:
+    """Each simplification of ``case`` (and ``pipeline``) tried on its own: does the bug survive?"""
+    target = found(case, make_pass, pipeline)
     if target is None:
         return []
-    return [_attempt(case, target, make_pass, d, change)[0] for d, change in _simplifications(case)]
+    subject = (case, pipeline)
+    return [_attempt(subject, target, make_pass, d, step)[0] for d, step in _steps(case, pipeline)]
 
 
-def simplify(case: Case, make_pass: PassFactory) -> tuple[Case, Signature | None]:
-    """``case`` with every one-step simplification applied that keeps its bug, and the
-    bug's signature then (None if ``make_pass`` shows no bug on ``case``).
+def simplify(
+    case: Case, make_pass: PassFactory, pipeline: Pipeline | None = None
+) -> tuple[Case, Pipeline | None, Signature | None]:
+    """``case`` and ``pipeline`` with every one-step simplification applied that keeps the
+    bug, and the bug's signature then (None if ``make_pass`` shows no bug on ``case``).
 
     A simplification that drops an essential attribute while the bug stays (a
     ``groups=2`` the underflow never needed) is kept, and the signature narrows with it;
     one after which the outputs no longer show the bug is not. Each simplification
     removes something for good (a non-default attribute, a batch item, a non-1.0
-    operand), so the loop ends.
+    operand, a pass), so the loop ends.
     """
-    target = found(case, make_pass)
+    target = found(case, make_pass, pipeline)
+    subject: Subject = (case, pipeline)
     changed = target is not None
     while changed and target is not None:
         changed = False
-        for description, change in _simplifications(case):
-            attempt, simpler, bug = _attempt(case, target, make_pass, description, change)
+        for description, step in _steps(*subject):
+            attempt, simpler, bug = _attempt(subject, target, make_pass, description, step)
             if attempt.outcome == "remains" and bug is not None:
-                case, target, changed = simpler, bug, True
+                subject, target, changed = simpler, bug, True
                 break
-    return case, None if target is None else target.signature
+    return subject[0], subject[1], None if target is None else target.signature

@@ -34,21 +34,21 @@ def batch_of_two(case):  # type: ignore[no-untyped-def]
 def test_simplify_drops_a_batch_item_that_does_not_matter() -> None:
     big = batch_of_two(PUBLIC_NAN_REPORT)
     assert str(found(big, UPSTREAM).signature) == "finite-to-nonfinite"  # type: ignore[union-attr]
-    small, signature = simplify(big, UPSTREAM)
+    small, _, signature = simplify(big, UPSTREAM)
     assert small.data.shape[0] == 1 and str(signature) == "finite-to-nonfinite"
 
 
 def test_simplify_narrows_the_signature_when_an_attribute_was_incidental() -> None:
     grouped = make_case(c_in=2, c_out=2, height=1, width=1, kh=1, kw=1, groups=2, values=UNDERFLOW)
     assert str(found(grouped, UPSTREAM).signature) == "out-of-tolerance[groups=grouped]"  # type: ignore[union-attr]
-    small, signature = simplify(grouped, UPSTREAM)
+    small, _, signature = simplify(grouped, UPSTREAM)
     assert small.blocks[0].conv.groups == 1  # type: ignore[union-attr]
     assert str(signature) == "out-of-tolerance"
 
 
 def test_simplify_keeps_what_matters() -> None:
     case = make_case(c_in=1, c_out=1, height=1, width=1, kh=1, kw=1, scale=False, values={"gamma": 2.0})
-    small, signature = simplify(case, UPSTREAM)
+    small, _, signature = simplify(case, UPSTREAM)
     assert small.blocks[0].bn.scale is False and str(signature) == "out-of-tolerance[scale=False]"
     assert small.blocks[0].gamma.values == (2.0,)  # with gamma 1.0 the bug is invisible
 
@@ -58,7 +58,7 @@ def test_simplify_keeps_a_must_not_fold_visible_in_the_outputs() -> None:
     # input channel, output and moving mean agree and folding changes nothing visible.
     case = make_case(c_in=2, c_out=1, height=1, width=1, kh=1, kw=1, training=True, values=ONES)
     assert found(case, UPSTREAM).visible  # type: ignore[union-attr]
-    small, signature = simplify(case, UPSTREAM)
+    small, _, signature = simplify(case, UPSTREAM)
     assert str(signature) == "must-not-fold[training=True]"
     assert found(small, UPSTREAM).visible  # type: ignore[union-attr]
     assert small.data.shape[1] == 2
@@ -71,7 +71,7 @@ def test_simplify_keeps_a_must_not_fold_visible_in_the_outputs() -> None:
 
 def test_simplify_of_a_case_without_a_bug_changes_nothing() -> None:
     case = make_case()
-    assert simplify(case, UPSTREAM) == (case, None)
+    assert simplify(case, UPSTREAM) == (case, None, None)
     assert minimality(case, UPSTREAM) == []
 
 
