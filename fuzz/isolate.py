@@ -80,6 +80,50 @@ class _Died:
     error_type: str = ""
 
 
+@dataclass
+class _Worker:
+    """One worker process, the parent's end of its socket, and its stderr file."""
+
+    process: subprocess.Popen[bytes]
+    conn: Connection
+    stderr: Any
+
+    def wait_ready(self) -> None:
+        if not self.conn.poll(START_TIMEOUT):
+            self.stop()
+            raise WorkerError(f"the worker did not start within {START_TIMEOUT:.0f} s")
+        try:
+            kind, detail = self.conn.recv()
+        except EOFError:
+            self.stop()
+            raise WorkerError(
+                f"the worker died while starting (exit code {self.process.returncode})"
+            ) from None
+        if kind != "ready":
+            self.stop()
+            raise WorkerError(f"the worker could not start:\n{detail}")
+
+    def stderr_mark(self) -> int:
+        self.stderr.seek(0, 2)
+        return int(self.stderr.tell())
+
+    def stderr_since(self, mark: int, lines: int = 12) -> str:
+        """The first lines the worker wrote to stderr after ``mark`` (TVM's backtrace)."""
+        self.stderr.seek(mark)
+        text = self.stderr.read().decode(errors="replace").strip().splitlines()
+        wrote = [line for line in text if "BlockBuilder destroyed" not in line][:lines]
+        return ("; stderr:\n" + "\n".join(wrote)) if wrote else ""
+
+    def stop(self, politely: bool = False) -> None:
+        if politely:
+            with contextlib.suppress(OSError):
+                self.conn.send(None)
+        self.process.kill()
+        self.process.wait()
+        self.conn.close()
+        self.stderr.close()
+
+
 class IsolatedChecker:
     """Check cases in a reused worker process; see the module docstring."""
 
@@ -90,54 +134,41 @@ class IsolatedChecker:
         self.timeout = timeout
         self.cache = cache
         self.cache_dir = cache_dir
+        #: workers started so far (the first one, and one per crash or hang)
         self.starts = 0
-        self._process: subprocess.Popen[bytes] | None = None
-        self._conn: Connection | None = None
-        self._stderr: Any = None
+        self._worker: _Worker | None = None
+        #: after a crash, the next worker is started ahead (importing TVM takes seconds),
+        #: so that shrinking a crash does not wait for a new worker at every step
+        self._spare: _Worker | None = None
 
-    def _start(self) -> Connection:
+    def _spawn(self) -> _Worker:
         # A fresh interpreter (not fork: TVM's threads; not multiprocessing's spawn, which
         # re-imports the caller's __main__), talking over one end of a socket pair.
         parent, child = multiprocessing.Pipe()
         command = [sys.executable, "-m", "fuzz.isolate", str(child.fileno()), self.pass_name]
         command += ["--cache" if self.cache else "--no-cache", str(self.cache_dir or "")]
         # The worker's stderr (TVM's crash backtraces) goes to a file; a crash finding quotes it.
-        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed in _stop
+        stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by _Worker.stop
         process = subprocess.Popen(
-            command, pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stderr=self._stderr
+            command, pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stderr=stderr
         )
         child.close()
         self.starts += 1
-        if not parent.poll(START_TIMEOUT):
-            process.kill()
-            raise WorkerError(f"the worker did not start within {START_TIMEOUT:.0f} s")
-        try:
-            kind, detail = parent.recv()
-        except EOFError:
-            process.wait()
-            raise WorkerError(f"the worker died while starting (exit code {process.returncode})") from None
-        if kind != "ready":
-            raise WorkerError(f"the worker could not start:\n{detail}")
-        self._process, self._conn = process, parent
-        return parent
+        return _Worker(process, parent, stderr)
 
-    def _stop(self) -> None:
-        if self._process is not None:
-            self._process.kill()
-            self._process.wait()
-        if self._stderr is not None:
-            self._stderr.close()
-            self._stderr = None
-        if self._conn is not None:
-            self._conn.close()
-        self._process, self._conn = None, None
+    def _ready_worker(self) -> _Worker:
+        if self._worker is None:
+            worker, self._spare = (self._spare or self._spawn()), None
+            worker.wait_ready()
+            self._worker = worker
+        return self._worker
 
     def close(self) -> None:
-        """Stop the worker (it also stops when this process exits)."""
-        if self._conn is not None:
-            with contextlib.suppress(OSError):
-                self._conn.send(None)
-        self._stop()
+        """Stop the workers (they also stop when this process exits)."""
+        for worker in (self._worker, self._spare):
+            if worker is not None:
+                worker.stop(politely=True)
+        self._worker = self._spare = None
 
     def __enter__(self) -> IsolatedChecker:
         return self
@@ -146,33 +177,34 @@ class IsolatedChecker:
         self.close()
 
     def __call__(self, case: Case, pipeline: Pipeline | None) -> Checked:
-        conn = self._conn if self._conn is not None else self._start()
+        worker = self._ready_worker()
         start = time.monotonic()
-        self._stderr.seek(0, 2)
-        self._stderr_mark = self._stderr.tell()
+        mark = worker.stderr_mark()
         try:
-            conn.send((case, pipeline))
-            answered = conn.poll(self.timeout)
-            reply = conn.recv() if answered else None
+            worker.conn.send((case, pipeline))
+            answered = worker.conn.poll(self.timeout)
+            reply = worker.conn.recv() if answered else None
         except (EOFError, OSError):
             reply, answered = None, True
         if reply is None:
-            died = self._died(answered, time.monotonic() - start)
-            self._stop()
+            died = self._died(worker, answered, time.monotonic() - start, mark)
+            worker.stop()
+            self._worker = None
+            if self._spare is None:
+                self._spare = self._spawn()
             return _crash_checked(case, pipeline, died)
         kind, payload = reply
         if kind == "raise":
             raise payload
         return payload
 
-    def _died(self, answered: bool, seconds: float) -> _Died:
+    def _died(self, worker: _Worker, answered: bool, seconds: float, mark: int) -> _Died:
         if not answered:
             return _Died(
                 Symptom.TIMEOUT, f"the worker did not answer within {self.timeout:g} s and was killed"
             )
-        assert self._process is not None
         try:
-            code: int | None = self._process.wait(5)
+            code: int | None = worker.process.wait(5)
         except subprocess.TimeoutExpired:
             code = None
         if code is not None and code < 0:
@@ -183,16 +215,8 @@ class IsolatedChecker:
             how, error_type = f"died of {name}", name
         else:
             how, error_type = f"exited with code {code}", f"exit-{code}"
-        return _Died(
-            Symptom.CRASH, f"the worker process {how} after {seconds:.1f} s{self._stderr_tail()}", error_type
-        )
-
-    def _stderr_tail(self, lines: int = 12) -> str:
-        """The first lines the worker wrote to stderr while running the case (TVM's backtrace)."""
-        self._stderr.seek(self._stderr_mark)
-        text = self._stderr.read().decode(errors="replace").strip().splitlines()
-        wrote = [line for line in text if "BlockBuilder destroyed" not in line][:lines]
-        return ("; stderr:\n" + "\n".join(wrote)) if wrote else ""
+        message = f"the worker process {how} after {seconds:.1f} s{worker.stderr_since(mark)}"
+        return _Died(Symptom.CRASH, message, error_type)
 
 
 def _crash_checked(case: Case, pipeline: Pipeline | None, died: _Died) -> Checked:

@@ -337,10 +337,12 @@ def _actual(entry: Entry) -> str:
         return f"Checking this graph, {message.removeprefix('the ')}.{tail}"
     checked = check(entry.case, resolve_pass(entry.pass_name), pipeline=entry.pipeline)
     ex, finding = checked.execution, checked.verdict.primary
+    the = "the pass" if entry.pipeline is None else "the passes"
     if finding is None:
         return entry.message
     if finding.symptom.value == "pass-exception":
-        return f"The pass raises `{finding.error_type}`: {finding.message}"
+        raises = "The pass raises" if entry.pipeline is None else "Applying the passes raises"
+        return f"{raises} `{finding.error_type}`: {finding.message}"
     before = ex.baseline if isinstance(ex.baseline, Outputs) else None
     after = ex.folded if isinstance(ex.folded, Outputs) else None
     if finding.symptom.value == "must-not-fold" and before is not None and after is not None:
@@ -348,12 +350,12 @@ def _actual(entry: Entry) -> str:
         reason = finding.message.split(": ", 1)[-1]
         return (
             f"The pass folds the batch_norm although {reason}. Output 0 (first values) without the "
-            f"pass: {first[0]}; after the pass: {first[1]}."
+            f"pass: {first[0]}; after {the}: {first[1]}."
         )
     if finding.symptom.value == "signature-change" and finding.message.startswith("outputs changed from "):
         before_sig, _, after_sig = finding.message.removeprefix("outputs changed from ").partition(" to ")
         return (
-            f"Without the pass the function returns {before_sig} (dtype[shape]); after the pass it "
+            f"Without {the} the function returns {before_sig} (dtype[shape]); after {the} it "
             f"returns {after_sig}, so anything downstream of this function sees a different tensor."
         )
     match = _ELEMENT.search(finding.message)
@@ -368,12 +370,12 @@ def _actual(entry: Entry) -> str:
     dtype = entry.case.dtype
     if finding.symptom.value == "finite-to-nonfinite":
         return (
-            f"Without the pass, {where} is {b!r}; after the pass it is {a!r}. The exact result is "
+            f"Without {the}, {where} is {b!r}; after {the} it is {a!r}. The exact result is "
             f"{exact:.7g}, and every intermediate of the unfolded graph stays below half the largest "
             f"{dtype} value, so nothing but the fold can overflow."
         )
     return (
-        f"Without the pass, {where} is {b!r}; after the pass it is {a!r}. The exact result "
+        f"Without {the}, {where} is {b!r}; after {the} it is {a!r}. The exact result "
         f"(computed in wider precision) is {exact!r}, and rounding in {dtype} can account for at most "
         f"{bound:.3g} of difference, so a change of {abs(a - b):.3g} is a bug, not rounding."
     )

@@ -32,7 +32,7 @@ def _batch_norm_attrs(mod: tvm.IRModule) -> list[Any]:
 
 
 @tvm.transform.module_pass(opt_level=0, name="CrashOnTraining")
-def CrashOnTraining(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:  # noqa: N802
+def CrashOnTraining(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
     attrs = _batch_norm_attrs(mod)
     if any(bool(a.training) for a in attrs):
         ctypes.string_at(0)  # SIGSEGV

@@ -167,3 +167,25 @@ def test_baseline_signature_change_is_a_lowering_finding() -> None:
     assert [f.symptom for f in verdict.lowering] == [Symptom.BASELINE_SIGNATURE_CHANGE]
     assert verdict.findings == ()
     assert judge(CASE, execution(CASE), reference(CASE)).lowering == ()
+
+
+def test_in_a_pipeline_removing_a_must_not_fold_batch_norm_is_not_a_finding() -> None:
+    training = make_case(kh=1, kw=1, height=2, width=2, training=True)
+    ex = execution(training, changed=True, fired=True)
+    assert Symptom.MUST_NOT_FOLD in symptoms(training, ex)  # the pass alone: positive
+    verdict = judge(training, ex, reference(training), in_pipeline=True)  # a pipeline may decompose it
+    assert Symptom.MUST_NOT_FOLD not in [f.symptom for f in verdict.findings]
+
+
+def test_without_numbers_only_output_shapes_are_judged() -> None:
+    base = rounded_reference(CASE)
+    half = outputs_of([v.astype(np.float16) for v in base.values], "float16")
+    wrong = outputs_of([v + 1.0 for v in base.values])
+    reshaped = outputs_of([v.reshape(-1) for v in base.values])
+    for folded in (half, wrong):  # a dtype change, or float16 arithmetic: not judged
+        verdict = judge(CASE, execution(CASE, folded), reference(CASE), in_pipeline=True, numbers=False)
+        assert verdict.findings == ()
+    verdict = judge(CASE, execution(CASE, wrong), reference(CASE), in_pipeline=True)
+    assert [f.symptom for f in verdict.findings] == [Symptom.OUT_OF_TOLERANCE]  # with numbers: judged
+    verdict = judge(CASE, execution(CASE, reshaped), reference(CASE), in_pipeline=True, numbers=False)
+    assert [f.symptom for f in verdict.findings] == [Symptom.SIGNATURE_CHANGE]

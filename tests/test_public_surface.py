@@ -8,7 +8,14 @@ import importlib
 import pytest
 
 # strategies has its own, stricter check in test_strategies.py
-MODULES = ["fuzz.build", "fuzz.compile_cache", "fuzz.execute", "fuzz.minimize", "fuzz.passes", "fuzz.pipeline"]
+MODULES = [
+    "fuzz.build",
+    "fuzz.compile_cache",
+    "fuzz.execute",
+    "fuzz.minimize",
+    "fuzz.passes",
+    "fuzz.pipeline",
+]
 
 
 @pytest.mark.parametrize("name", MODULES)

@@ -1,0 +1,78 @@
+"""Crash isolation: a worker gives the same verdicts as in-process checking, a segfault and
+a hang become findings, the worker restarts, and a whole campaign survives a pass that
+segfaults on purpose (``tests/crashing_pass.py``) and keeps every finding."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cases import make_case
+from hypothesis import strategies as st
+
+import strategies
+from fuzz.campaign import check, run_campaign
+from fuzz.cli import main
+from fuzz.corpus import load_entry
+from fuzz.isolate import IsolatedChecker
+from fuzz.oracle import Symptom
+from fuzz.passes import resolve_pass
+from fuzz.pipeline import Pipeline
+
+CRASHING = "tests.crashing_pass:CrashOnTraining"
+
+
+def test_the_worker_agrees_with_checking_in_process() -> None:
+    upstream = resolve_pass("upstream")
+    with IsolatedChecker("upstream") as isolated:
+        for case, pipeline in [
+            (make_case(kernel_layout="IOHW"), None),
+            (make_case(scale=False), None),
+            (make_case(), Pipeline(("FoldConstant", "fold"))),
+        ]:
+            here, there = check(case, upstream, pipeline=pipeline), isolated(case, pipeline)
+            assert here.verdict.findings == there.verdict.findings
+        assert isolated.starts == 1  # one worker served every case
+
+
+def test_a_segfault_and_a_hang_become_findings_and_the_worker_restarts() -> None:
+    with IsolatedChecker(CRASHING, timeout=3) as isolated:
+        crashed = isolated(make_case(training=True), None).verdict.primary
+        assert crashed is not None and crashed.symptom is Symptom.CRASH and crashed.error_type == "SIGSEGV"
+        assert "Segfault" in crashed.message  # TVM's backtrace, from the worker's stderr
+        hung = isolated(make_case(center=False), None).verdict.primary
+        assert hung is not None and hung.symptom is Symptom.TIMEOUT
+        fine = isolated(make_case(), None)
+        assert fine.verdict.findings == () and isolated.starts == 3
+
+
+def test_a_campaign_survives_a_segfaulting_pass_and_keeps_every_finding() -> None:
+    cases = strategies.cases(
+        dtypes=st.just("float32"),
+        kernel_layouts=st.sampled_from(["OIHW", "IOHW"]),
+        trainings=st.booleans(),
+        centers=st.just(True),
+    )
+    with IsolatedChecker(CRASHING, timeout=30) as isolated:
+        result = run_campaign(
+            resolve_pass("upstream"), max_examples=60, shrink_seconds=10, cases=cases, checker=isolated
+        )
+    found = {str(hit.signature) for hit in result.hits}
+    assert "crash:SIGSEGV[training=True]" in found
+    assert "pass-exception:AttributeError[kernel_layout=IOHW]" in found  # found around the crashes
+
+
+def test_the_cli_writes_crash_findings_and_promote_replays_them_isolated(tmp_path: Path) -> None:
+    out = tmp_path / "findings"
+    code = main(
+        ["run", "--pass", CRASHING, "--isolate", "--timeout", "5", "--max-examples", "20",
+         "--shrink-seconds", "20", "--out", str(out)]
+    )  # fmt: skip
+    assert code == 1
+    crash = sorted(out.glob("crash_SIGSEGV_*.json"))[0]  # how far it shrank depends on the budget
+    assert (
+        main(["promote", str(crash), "--corpus", str(tmp_path / "corpus"), "--passes", f"{CRASHING},fixed"])
+        == 0
+    )
+    entry = load_entry(tmp_path / "corpus" / crash.name)
+    assert entry.expect == {CRASHING: "fails", "fixed": "passes"}
+    assert main(["replay", str(tmp_path / "corpus")]) == 0
