@@ -12,6 +12,11 @@ growing size (channels 1 to 64, spatial 1 to 32), with fixed values.
 
 Optionally (``campaign_seconds``) it runs the upstream campaign with each path
 and reports the seconds to the first hit of every signature.
+
+:func:`run_isolation_bench` measures what crash isolation costs: the same value sets
+(each in a drawn pipeline, as ``bnfuzz run --pipelines`` checks them) checked in this
+process and in a worker process (:class:`fuzz.isolate.IsolatedChecker`), each with its
+own compile cache, in alternating rounds, so both see the same machine load.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from fuzz.case import BatchNormAttrs, Block, Case, Conv2dAttrs, Tensor, Topology
 from fuzz.compile_cache import CompileCache
 from fuzz.execute import Runner
 from fuzz.passes import PassFactory
+from fuzz.pipeline import Pipeline
 
 #: (channels, spatial) of the growth table: channels in and out, height = width.
 GROWTH = ((1, 1), (4, 8), (16, 8), (16, 32), (64, 8), (64, 32))
@@ -53,6 +59,72 @@ def collect_value_sets(count: int, seed: int) -> list[Case]:
 
     collect()
     return [case for batch in batches for case in batch]
+
+
+def collect_pipeline_cases(count: int, seed: int) -> list[tuple[Case, Pipeline]]:
+    """``count`` (pipeline, batch) draws as a pipeline campaign makes them, flattened."""
+    drawn: list[tuple[Case, Pipeline]] = []
+
+    @hypothesis_seed(seed)
+    @settings(
+        max_examples=count,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(strategies.pipelines(), strategies.case_batches())
+    def collect(pipeline: Pipeline, batch: tuple[Case, ...]) -> None:
+        drawn.extend((case, pipeline) for case in batch)
+
+    collect()
+    return drawn
+
+
+def run_isolation_bench(
+    pass_name: str,
+    *,
+    batches: int = 100,
+    rounds: int = 3,
+    seed: int = 0,
+    log: Callable[[str], None] = lambda _: None,
+) -> dict[str, Any]:
+    """Seconds per round for in-process and isolated checking of the same value sets."""
+    from fuzz.isolate import IsolatedChecker
+    from fuzz.passes import resolve_pass
+
+    make_pass = resolve_pass(pass_name)
+    drawn = collect_pipeline_cases(batches, seed)
+    cache = CompileCache(capacity=4096)
+    rows = []
+    with IsolatedChecker(pass_name, cache=True) as isolated:
+        isolated(*drawn[0])  # start the worker outside the timed rounds (TVM import)
+        for r in range(rounds):
+            start = time.perf_counter()
+            for case, pipeline in drawn:
+                check(case, make_pass, cache.run, pipeline)
+            here = time.perf_counter() - start
+            start = time.perf_counter()
+            for case, pipeline in drawn:
+                isolated(case, pipeline)
+            there = time.perf_counter() - start
+            log(f"round {r + 1}: in-process {here:.1f} s, isolated {there:.1f} s")
+            rows.append({"in_process_seconds": round(here, 2), "isolated_seconds": round(there, 2)})
+        starts = isolated.starts
+    here_total = sum(r["in_process_seconds"] for r in rows)
+    there_total = sum(r["isolated_seconds"] for r in rows)
+    return {
+        "pass": pass_name,
+        "value_sets": len(drawn),
+        "rounds": rows,
+        "worker_starts": starts,
+        "ratio": round(there_total / here_total, 3),
+        "ratio_warm": round(
+            sum(r["isolated_seconds"] for r in rows[1:]) / sum(r["in_process_seconds"] for r in rows[1:]), 3
+        )
+        if len(rows) > 1
+        else None,
+    }
 
 
 def _throughput(

@@ -157,6 +157,21 @@ def _parser() -> argparse.ArgumentParser:
         help="also run the campaign with each path for this long and compare first hits (default 0: skip)",
     )
     bench.add_argument("--seed", type=int, default=0, help="seed of the drawn value sets (default 0)")
+    bench.add_argument(
+        "--isolation",
+        action="store_true",
+        help="instead, measure crash isolation: the same value sets, each in a drawn pipeline, checked "
+        "in this process and in a worker process, in alternating rounds",
+    )
+    bench.add_argument(
+        "--rounds", type=_positive(int), default=3, help="with --isolation, rounds per side (default 3)"
+    )
+    bench.add_argument(
+        "--batches",
+        type=_positive(int),
+        default=100,
+        help="with --isolation, drawn batches of value sets (default 100)",
+    )
     bench.add_argument("--json", action="store_true", help="print one JSON summary object on stdout")
     effect = sub.add_parser(
         "effectiveness",
@@ -246,9 +261,26 @@ def _resolve(name: str) -> Any:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from fuzz.bench import run_bench
+    from fuzz.bench import run_bench, run_isolation_bench
 
     make_pass = _resolve(args.pass_name)
+    if args.isolation:
+        result = run_isolation_bench(
+            args.pass_name,
+            batches=args.batches,
+            rounds=args.rounds,
+            seed=args.seed,
+            log=lambda message: print(f"bench: {message}", file=sys.stderr, flush=True),
+        )
+        if args.json:
+            print(json.dumps(result, indent=2))
+        else:
+            print(
+                f"{result['value_sets']} value sets in pipelines, {len(result['rounds'])} rounds: "
+                f"isolated / in-process = {result['ratio']} overall, "
+                f"{result['ratio_warm']} after the first round"
+            )
+        return EXIT_CLEAN
     summary = run_bench(
         make_pass,
         seconds=args.seconds,
