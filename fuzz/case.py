@@ -217,6 +217,12 @@ class Case:
     def dtype(self) -> str:
         return self.data.dtype
 
+    @property
+    def size(self) -> int:
+        """How many values the case holds (data and every operand): smaller is simpler."""
+        operands = (t for b in self.blocks for name in OPERANDS if (t := b.operand(name)) is not None)
+        return len(self.data.values) + sum(len(t.values) for t in operands)
+
     def attributes(self) -> dict[str, Any]:
         """The attributes that classify a case (the CLI's ``attributes`` object)."""
         block = self.blocks[0]

@@ -226,6 +226,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="entry files or folders of them")
     replay.add_argument("--pass", dest="pass_name", metavar="P", help="replay on this pass only")
+    replay.add_argument(
+        "--scripts",
+        action="store_true",
+        help="also render each entry's reproducer script and run it in a fresh Python process: it "
+        "must fail (exit non-zero, or die of a signal) while the entry's pass still fails",
+    )
     render = sub.add_parser(
         "render",
         help="print a corpus entry as a standalone reproducer script or as a GitHub issue",
@@ -347,10 +353,10 @@ def _promote(args: argparse.Namespace) -> int:
     _check_out_dir(args.corpus, "--corpus")
     for finding in args.findings:
         try:
-            written = promote(finding, args.corpus, passes)
+            written, kept = promote(finding, args.corpus, passes)
         except EntryError as exc:
             raise UsageError(str(exc)) from None
-        print(written)
+        print(written if kept is None else f"{written} (already there with this signature: {kept})")
     return EXIT_CLEAN
 
 
@@ -380,9 +386,36 @@ def _replay(args: argparse.Namespace) -> int:
             mark = "ok  " if result.as_expected else "FAIL"
             wanted = f"expected {result.expected}" if result.expected else "no expectation"
             print(f"{mark} {path} on {name}: {result.status} ({wanted})")
+        if args.scripts:
+            code = _run_script(entry)
+            expected_code = entry.expect.get(entry.pass_name) == "fails"
+            reproduces = code != 0
+            unexpected += reproduces != expected_code
+            mark = "ok  " if reproduces == expected_code else "FAIL"
+            shown = f"signal {-code}" if code < 0 else f"exit {code}"
+            print(f"{mark} {path} script: {'reproduces' if reproduces else 'does not reproduce'} ({shown})")
     if bad:
         return EXIT_USAGE
     return EXIT_FINDINGS if unexpected else EXIT_CLEAN
+
+
+def _run_script(entry: Any) -> int:
+    """Run an entry's reproducer in a fresh interpreter (from this directory, so a script for
+    ``fixed`` finds ``fuzz``); its exit code, negative for a signal."""
+    import subprocess
+
+    from fuzz.report import render_script
+
+    with tempfile.TemporaryDirectory(prefix="bnfuzz-repro-") as tmp:
+        script = Path(tmp) / "repro.py"
+        script.write_text(render_script(entry))
+        try:
+            done = subprocess.run(
+                [sys.executable, str(script)], capture_output=True, timeout=900, cwd=Path.cwd()
+            )
+        except subprocess.TimeoutExpired:
+            return 124
+    return done.returncode
 
 
 def _render(args: argparse.Namespace) -> int:
@@ -411,13 +444,7 @@ def _triage(args: argparse.Namespace) -> int:
             print(f"bnfuzz: error: {path}: {exc}", file=sys.stderr)
             bad += 1
             continue
-        size = len(case.data.values) + sum(
-            len(t.values)
-            for b in case.blocks
-            for t in (b.weight, b.gamma, b.beta, b.mean, b.var)
-            if t is not None
-        )
-        groups.setdefault(signature, []).append((size, path))
+        groups.setdefault(signature, []).append((case.size, path))
     for signature in sorted(groups):
         members = sorted(groups[signature])
         size, smallest = members[0]

@@ -238,8 +238,12 @@ def _finding_record(path: Path) -> dict[str, Any]:
         raise EntryError(path, "file", f"not a finding written by bnfuzz run --out ({exc})") from None
 
 
-def promote(finding_path: Path, corpus: Path, passes: tuple[str, ...] = ("upstream", "fixed")) -> Path:
-    """Turn a ``bnfuzz run --out`` finding into a corpus entry in ``corpus``; return its path.
+def promote(
+    finding_path: Path, corpus: Path, passes: tuple[str, ...] = ("upstream", "fixed")
+) -> tuple[Path, str | None]:
+    """Turn a ``bnfuzz run --out`` finding into a corpus entry in ``corpus``; return its path,
+    and None, or what was done when an entry with the same signature was already there:
+    the smaller case is kept (the other one is the same bug).
 
     The case is first made simpler where the same bug survives
     (:func:`fuzz.minimize.simplify`), and its message is measured afresh. The
@@ -288,8 +292,18 @@ def promote(finding_path: Path, corpus: Path, passes: tuple[str, ...] = ("upstre
     )
     corpus.mkdir(parents=True, exist_ok=True)
     target = corpus / file_name(signature)
+    kept = None
+    if target.exists() and target.resolve() != finding_path.resolve():
+        try:
+            there = load_entry(target)
+        except EntryError:
+            there = None  # unreadable: replaced
+        if there is not None and there.signature == signature:
+            if there.case.size <= case.size:
+                return target, f"kept its case ({there.case.size} values, this one {case.size})"
+            kept = f"replaced its case ({there.case.size} values) by this smaller one ({case.size})"
     write_atomic(target, dumps_entry(entry))
-    return target
+    return target, kept
 
 
 def _tvm_commit() -> str:

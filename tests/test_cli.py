@@ -20,7 +20,10 @@ def test_help_explains_every_option() -> None:
     exe = Path(sys.executable).with_name("bnfuzz")
     assert exe.exists(), f"the console script is installed with the package ({exe})"
     out = subprocess.run([str(exe), "run", "--help"], capture_output=True, text=True, check=True).stdout
-    for option in ("--pass", "--budget", "--max-examples", "--seed", "--out", "--json", "--shrink-seconds"):
+    for option in (
+        "--pass", "--budget", "--max-examples", "--seed", "--out", "--json", "--shrink-seconds",
+        "--pipelines", "--isolate", "--timeout",
+    ):  # fmt: skip
         assert option in out
     assert "Exit codes" in out
 
@@ -28,10 +31,23 @@ def test_help_explains_every_option() -> None:
 @pytest.mark.parametrize(
     ("command", "options"),
     [
-        ("bench", ["--pass", "--seconds", "--growth-seconds", "--campaign-seconds", "--seed", "--json"]),
+        (
+            "bench",
+            [
+                "--pass",
+                "--seconds",
+                "--growth-seconds",
+                "--campaign-seconds",
+                "--seed",
+                "--json",
+                "--isolation",
+                "--rounds",
+                "--batches",
+            ],
+        ),
         ("effectiveness", ["--pass", "--rounds", "--number", "--json"]),
         ("promote", ["FINDING", "--corpus", "--passes"]),
-        ("replay", ["PATH", "--pass"]),
+        ("replay", ["PATH", "--pass", "--scripts"]),
         ("render", ["PATH", "--script", "--issue"]),
         ("triage", ["PATH"]),
     ],

@@ -18,6 +18,8 @@ from fuzz.signature import classify
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
 ENTRIES = sorted(CORPUS.glob("*.json"))
+#: Findings of pipeline campaigns (``bnfuzz run --pipelines``): the pass among its neighbours.
+PIPELINE_ENTRIES = sorted((CORPUS / "pipelines").glob("*.json"))
 
 
 def defect_class(entry: Entry) -> str:
@@ -75,6 +77,16 @@ def test_entry_is_minimal(path: Path) -> None:
     bug = found(entry.case, upstream)
     assert bug is not None and str(bug.signature) == entry.signature and bug.visible
     assert [a.description for a in minimality(entry.case, upstream) if a.outcome == "remains"] == []
+
+
+@pytest.mark.parametrize("path", PIPELINE_ENTRIES, ids=[p.stem for p in PIPELINE_ENTRIES])
+def test_pipeline_entry_replays_as_expected(path: Path) -> None:
+    entry = load_entry(path)
+    assert entry.pipeline is not None and entry.expect
+    for name in entry.expect:
+        result = replay(entry, name)
+        assert result.as_expected, f"{path.name} on {name}: {result.status}, expected {result.expected}"
+    assert dumps_entry(entry) == path.read_text()
 
 
 def write_entry(tmp_path: Path, edit: object = None, text: str | None = None) -> Path:

@@ -105,7 +105,9 @@ def test_channel_cuts_compute_the_first_channel(layout: tuple[str, str]) -> None
     )  # type: ignore[union-attr]
 
 
-def test_promote_simplifies_and_names_the_file_by_the_narrowed_signature(tmp_path: Path) -> None:
+def test_promote_simplifies_and_names_the_file_by_the_narrowed_signature(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     grouped = make_case(c_in=2, c_out=2, height=1, width=1, kh=1, kw=1, groups=2, values=UNDERFLOW)
     finding = tmp_path / "findings" / "out-of-tolerance_groups=grouped_.json"
     finding.parent.mkdir()
@@ -125,3 +127,9 @@ def test_promote_simplifies_and_names_the_file_by_the_narrowed_signature(tmp_pat
     assert entry.expect == {"upstream": "fails", "fixed": "passes"}
     assert entry.message.startswith("output 0[0, 0, 0, 0]: folded program gives")  # measured afresh
     assert entry.provenance["found_by"] == "bnfuzz run --pass upstream --seed 7"
+    # The same bug again (here: the same finding): the entry there keeps the smaller case.
+    capsys.readouterr()
+    assert main(["promote", str(finding), "--corpus", str(tmp_path / "corpus")]) == 0
+    assert (
+        "already there with this signature: kept its case (6 values, this one 6)" in capsys.readouterr().out
+    )

@@ -41,6 +41,21 @@ def test_script_reproduces_the_bug_in_a_fresh_process(path: Path, tmp_path: Path
     assert "before the pass:" in done.stdout
 
 
+PIPELINES = sorted((ROOT / "corpus" / "pipelines").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", PIPELINES, ids=[p.stem for p in PIPELINES])
+def test_pipeline_script_reproduces_the_bug_in_a_fresh_process(path: Path, tmp_path: Path) -> None:
+    entry = load_entry(path)
+    done = run_script(render_script(entry), tmp_path)
+    if entry.symptom == "crash":
+        assert done.returncode < 0, done.stdout + done.stderr  # killed by the signal
+    else:
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "before the pass:" in done.stdout
+    assert render_issue(entry).startswith("# [Bug][Relax] `")
+
+
 @pytest.mark.parametrize(
     "name", ["finite-to-nonfinite", "out-of-tolerance_scale=False_", "must-not-fold_training=True_"]
 )
