@@ -63,9 +63,10 @@ HUGE          [8192, 65504]     [4.3e37, 3.39e38]    [4.3e37, 3.40e38]   [2.2e30
     Relax passes, an opt level and Sequential or direct calls; shrinks to the pass
     under test alone (see :mod:`.pipelines`).
 
-Modules: :mod:`.graphs` (cases, batches), :mod:`.pipelines` (pass pipelines), :mod:`.attributes` (operator attributes),
-:mod:`.values` (magnitudes and tensors), :mod:`.geometry` (conv windows and
-groups valid by construction), :mod:`._validation` (argument checks).
+Modules: :mod:`.graphs` (cases, batches), :mod:`.pipelines` (pass pipelines),
+:mod:`.attributes` (operator attributes), :mod:`.values` (magnitudes and tensors),
+:mod:`.geometry` (conv windows and groups valid by construction),
+:mod:`._validation` (argument checks).
 """
 
 from __future__ import annotations
