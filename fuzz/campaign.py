@@ -30,6 +30,7 @@ from typing import Any
 import hypothesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
+from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 from hypothesis.errors import Flaky
 from hypothesis.reporting import with_reporter
 
@@ -160,6 +161,7 @@ class _Campaign:
     """The state shared by the rounds of one campaign."""
 
     checker: Checker
+    database: ExampleDatabase | None
     budget_seconds: float | None
     max_examples: int | None
     shrink_seconds: float
@@ -244,8 +246,13 @@ class _Campaign:
         test = settings(
             max_examples=max(min(remaining, EPOCH_EXAMPLES), 1),
             deadline=None,
-            database=None,
-            phases=(Phase.generate, Phase.target, Phase.shrink),
+            database=self.database,
+            # With a shared database, each round first replays the failures saved there (by
+            # this campaign's earlier rounds, or by other workers): known bugs are covered and
+            # pass quietly, a bug another worker found is raised and recorded here too.
+            phases=(Phase.reuse, Phase.generate, Phase.target, Phase.shrink)
+            if self.database is not None
+            else (Phase.generate, Phase.target, Phase.shrink),
             suppress_health_check=list(HealthCheck),
             report_multiple_bugs=False,
         )(hypothesis.seed(seed)(given(strategy)(self.body)))
@@ -282,6 +289,7 @@ def run_campaign(
     runner: Runner | None = None,
     pipelines: st.SearchStrategy[Pipeline] | None = None,
     checker: Checker | None = None,
+    database: ExampleDatabase | None = None,
 ) -> CampaignResult:
     """Fuzz ``make_pass`` until a budget runs out; return every distinct bug found.
 
@@ -290,6 +298,8 @@ def run_campaign(
     case inside a drawn pipeline (:mod:`strategies.pipelines`) instead of through the pass
     alone. ``checker`` replaces :func:`check` (``make_pass`` and ``runner`` are then
     unused): :class:`fuzz.isolate.IsolatedChecker` runs each case in a worker process.
+    ``database``: a Hypothesis example database shared with other campaigns (see
+    :func:`example_database`); failures found anywhere are replayed here first.
     """
     if budget_seconds is None and max_examples is None:
         raise ValueError("give budget_seconds or max_examples (or both)")
@@ -302,7 +312,7 @@ def run_campaign(
         def checker(case: Case, pipeline: Pipeline | None) -> Checked:
             return check(case, make_pass, runner, pipeline)
 
-    campaign = _Campaign(checker, budget_seconds, max_examples, shrink_seconds, on_progress)
+    campaign = _Campaign(checker, database, budget_seconds, max_examples, shrink_seconds, on_progress)
     while not campaign.exhausted():
         hit = campaign.run_round(strategy, seed * 1000 + campaign.result.rounds)
         if hit is None:
@@ -313,6 +323,17 @@ def run_campaign(
         campaign.progress(False)
     campaign.result.seconds = campaign.elapsed()
     return campaign.result
+
+
+def example_database(where: str) -> ExampleDatabase:
+    """The example database at ``where``: a folder, or ``redis://HOST:PORT[/DB]`` for a Redis
+    server that campaigns on many machines share (needs the ``redis`` package)."""
+    if where.startswith(("redis://", "rediss://", "unix://")):
+        import redis
+        from hypothesis.extra.redis import RedisExampleDatabase
+
+        return RedisExampleDatabase(redis.Redis.from_url(where), key_prefix=b"bnfold-fuzz:")
+    return DirectoryBasedExampleDatabase(where)
 
 
 def _record(result: CampaignResult, checked: Checked, shrinking: bool) -> None:

@@ -118,6 +118,21 @@ def _parser() -> argparse.ArgumentParser:
         "'crash' or 'timeout' finding and the campaign goes on (default: on with --pipelines)",
     )
     run.add_argument(
+        "--workers",
+        type=_positive(int),
+        default=1,
+        metavar="N",
+        help="run N campaigns in parallel processes (seeds SEED..SEED+N-1, --max-examples split "
+        "between them) that share one example database and the --out folder; the summary merges them",
+    )
+    run.add_argument(
+        "--database",
+        metavar="DIR|URL",
+        help="Hypothesis example database shared by campaigns: a folder, or redis://HOST:PORT/DB; "
+        "each round first replays the failures saved there (default: none for one worker, "
+        ".bnfuzz/examples with --workers)",
+    )
+    run.add_argument(
         "--timeout",
         type=_positive(float),
         default=60.0,
@@ -468,6 +483,13 @@ def _run(args: argparse.Namespace) -> int:
     budget = args.budget
     if budget is None and args.max_examples is None:
         budget = 60.0
+    if args.workers > 1:
+        return _run_workers(args, budget)
+    database = None
+    if args.database is not None:
+        from fuzz.campaign import example_database
+
+        database = _open_database(args.database, example_database)
 
     from fuzz.campaign import Hit, Progress, run_campaign
     from fuzz.case import case_to_json
@@ -510,6 +532,10 @@ def _run(args: argparse.Namespace) -> int:
         """Each finding goes to --out as soon as it is shrunk, so a killed campaign loses none."""
         for hit in hits:
             if args.out is None or str(hit.signature) in written:
+                continue
+            target = args.out / file_name(str(hit.signature))
+            if _smaller_there(target, hit.checked.case.size):
+                written.add(str(hit.signature))  # another worker's case of this bug is smaller
                 continue
             record = dict(
                 summarise(hit),
@@ -563,6 +589,7 @@ def _run(args: argparse.Namespace) -> int:
             on_progress=on_progress,
             pipelines=pipelines,
             checker=checker,
+            database=database,
         )
     write_new(result.hits)
     findings = [summarise(hit) for hit in result.hits]
@@ -588,6 +615,92 @@ def _run(args: argparse.Namespace) -> int:
     else:
         _print_table(summary)
     return EXIT_FINDINGS if findings else EXIT_CLEAN
+
+
+def _open_database(where: str, opener: Any) -> Any:
+    try:
+        database = opener(where)
+        if where.startswith(("redis://", "rediss://", "unix://")):
+            database.redis.ping()
+    except Exception as exc:  # an unreachable server, a folder that cannot be made
+        raise UsageError(f"--database {where}: cannot open it ({type(exc).__name__}: {exc})") from None
+    return database
+
+
+def _smaller_there(target: Path, size: int) -> bool:
+    """Whether ``target`` already holds a finding of this signature with a case no larger."""
+    from fuzz.case import case_from_json
+
+    try:
+        there = case_from_json(json.loads(target.read_text())["case"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return there.size <= size
+
+
+def _run_workers(args: argparse.Namespace, budget: float | None) -> int:
+    """``--workers N``: N ``bnfuzz run`` processes with seeds SEED..SEED+N-1, one database
+    and one --out folder; their JSON summaries merged into one."""
+    import subprocess
+
+    database = args.database or str(Path(".bnfuzz") / "examples")
+    if "://" not in database:
+        _check_out_dir(Path(database), "--database")
+    common = ["--pass", args.pass_name, "--shrink-seconds", str(args.shrink_seconds), "--database", database]
+    common += ["--budget", str(budget)] if budget is not None else []
+    common += ["--out", str(args.out)] if args.out is not None else []
+    common += ["--pipelines"] if args.pipelines else []
+    common += [] if args.isolate is None else (["--isolate"] if args.isolate else ["--no-isolate"])
+    common += ["--timeout", str(args.timeout)] + (["--no-cache"] if args.no_cache else [])
+    common += ["--cache-dir", str(args.cache_dir)] if args.cache_dir is not None else []
+    children = []
+    for k in range(args.workers):
+        command = [sys.executable, "-m", "fuzz.cli", "run", *common, "--seed", str(args.seed + k), "--json"]
+        if args.max_examples is not None:
+            share = args.max_examples // args.workers + (k < args.max_examples % args.workers)
+            command += ["--max-examples", str(max(share, 1))]
+        children.append(subprocess.Popen(command, stdout=subprocess.PIPE, text=True))
+    outputs = [child.communicate()[0] for child in children]
+    codes = [child.returncode for child in children]
+    if any(code not in (EXIT_CLEAN, EXIT_FINDINGS) for code in codes):
+        raise UsageError(f"a worker failed (exit codes {codes}); see its messages above")
+    summaries = [json.loads(out) for out in outputs]
+    merged: dict[str, dict[str, Any]] = {}
+    for summary in summaries:
+        for f in summary["findings"]:
+            known = merged.get(f["signature"])
+            if known is None:
+                merged[f["signature"]] = dict(f)
+            else:
+                known["hits"] += f["hits"]
+                known["first_seconds"] = min(known["first_seconds"], f["first_seconds"])
+    lowering: dict[str, int] = {}
+    gated: dict[str, int] = {}
+    for summary in summaries:
+        for key, counts in (("lowering", lowering), ("gated", gated)):
+            for name, n in summary.get(key, {}).items():
+                counts[name] = counts.get(name, 0) + n
+    result = {
+        "pass": args.pass_name,
+        "seed": args.seed,
+        "workers": args.workers,
+        "database": database,
+        "examples": sum(s["examples"] for s in summaries),
+        "changed": sum(s["changed"] for s in summaries),
+        "seconds": max(s["seconds"] for s in summaries),
+        "findings": sorted(merged.values(), key=lambda f: f["first_seconds"]),
+        "lowering": lowering,
+        "gated": gated,
+        "per_worker": [
+            {"seed": s["seed"], "examples": s["examples"], "seconds": s["seconds"]} for s in summaries
+        ],
+        "tvm": summaries[0]["tvm"],
+    }
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        _print_table(result)
+    return EXIT_FINDINGS if merged else EXIT_CLEAN
 
 
 def _print_table(summary: dict[str, Any]) -> None:

@@ -118,12 +118,13 @@ def test_all_lists_the_public_names() -> None:
         "case_batches",
         "cases",
         "conv2d_attrs",
+        "pipelines",
         "tensors",
     }
 
 
 def test_every_public_argument_is_keyword_only() -> None:
-    for name in ("cases", "conv2d_attrs", "batch_norm_attrs", "tensors"):
+    for name in ("cases", "conv2d_attrs", "batch_norm_attrs", "tensors", "pipelines"):
         params = inspect.signature(getattr(strategies, name)).parameters.values()
         assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params), name
 
