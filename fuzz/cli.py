@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
 import tempfile
 import time
@@ -653,13 +654,17 @@ def _run_workers(args: argparse.Namespace, budget: float | None) -> int:
     common += [] if args.isolate is None else (["--isolate"] if args.isolate else ["--no-isolate"])
     common += ["--timeout", str(args.timeout)] + (["--no-cache"] if args.no_cache else [])
     common += ["--cache-dir", str(args.cache_dir)] if args.cache_dir is not None else []
+    # TVM's thread pool spins on every core; N processes that each spin on every core slow one
+    # another down, so each worker gets its share of the cores (unless TVM_NUM_THREADS is set).
+    env = dict(os.environ)
+    env.setdefault("TVM_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // args.workers)))
     children = []
     for k in range(args.workers):
         command = [sys.executable, "-m", "fuzz.cli", "run", *common, "--seed", str(args.seed + k), "--json"]
         if args.max_examples is not None:
             share = args.max_examples // args.workers + (k < args.max_examples % args.workers)
             command += ["--max-examples", str(max(share, 1))]
-        children.append(subprocess.Popen(command, stdout=subprocess.PIPE, text=True))
+        children.append(subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env))
     outputs = [child.communicate()[0] for child in children]
     codes = [child.returncode for child in children]
     if any(code not in (EXIT_CLEAN, EXIT_FINDINGS) for code in codes):
