@@ -18,6 +18,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -259,6 +260,28 @@ def _parser() -> argparse.ArgumentParser:
     form = render.add_mutually_exclusive_group(required=True)
     form.add_argument("--script", action="store_true", help="print the standalone reproducer script")
     form.add_argument("--issue", action="store_true", help="print the issue text (title, behaviour, script)")
+    file_issues = sub.add_parser(
+        "file-issues",
+        help="one GitHub issue per corpus entry whose signature is not filed yet (dry run by default)",
+        description="Render each entry as an issue, list the repository's open issues, skip the "
+        "signatures already filed (a marker in the issue body names it), and print what would be "
+        "filed; with --apply, file it through the GitHub REST API with the token in GITHUB_TOKEN.",
+        epilog="Exit codes: 0 done, 2 usage error (unreadable entry, no token for --apply, the API "
+        "refused or could not be reached).",
+    )
+    file_issues.add_argument(
+        "paths", nargs="+", type=Path, metavar="PATH", help="entry files or folders of them"
+    )
+    file_issues.add_argument("--repo", required=True, metavar="OWNER/NAME", help="the repository to file in")
+    file_issues.add_argument(
+        "--apply", action="store_true", help="file the issues (default: only print them)"
+    )
+    file_issues.add_argument(
+        "--api",
+        default="https://api.github.com",
+        metavar="URL",
+        help="the REST API's address (default GitHub's; another one for GitHub Enterprise or a test server)",
+    )
     triage = sub.add_parser(
         "triage",
         help="group findings (from 'run --out' folders or corpus entries) by signature, smallest case first",
@@ -708,6 +731,39 @@ def _run_workers(args: argparse.Namespace, budget: float | None) -> int:
     return EXIT_FINDINGS if merged else EXIT_CLEAN
 
 
+def _file_issues(args: argparse.Namespace) -> int:
+    from fuzz.corpus import EntryError, load_entry
+    from fuzz.issues import GitHub, GitHubError, file_issues
+    from fuzz.report import render_issue
+
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", args.repo):
+        raise UsageError(f"--repo {args.repo!r}: expected OWNER/NAME")
+    token = os.environ.get("GITHUB_TOKEN") or None
+    if args.apply and token is None:
+        raise UsageError("--apply needs a token in GITHUB_TOKEN (with permission to create issues)")
+    entries = []
+    for path in _entry_files(args.paths):
+        try:
+            entries.append(load_entry(path))
+        except EntryError as exc:
+            raise UsageError(str(exc)) from None
+    try:
+        plans = file_issues(
+            entries, GitHub(args.repo, token, args.api), apply=args.apply, render=render_issue
+        )
+    except GitHubError as exc:
+        raise UsageError(f"GitHub API: {exc}") from None
+    for plan in plans:
+        where = f" {plan.url}" if plan.url else ""
+        print(
+            f"{plan.status:13} {plan.signature}{where}"
+            + (f"\n              {plan.title}" if plan.title else "")
+        )
+    counts = {s: sum(p.status == s for p in plans) for s in ("filed", "to file", "already filed")}
+    print(", ".join(f"{n} {s}" for s, n in counts.items()))
+    return EXIT_CLEAN
+
+
 def _print_table(summary: dict[str, Any]) -> None:
     print(
         f"{summary['examples']} examples in {summary['seconds']:.0f} s against pass "
@@ -761,6 +817,8 @@ def main(argv: list[str] | None = None) -> int:
             return _render(args)
         if args.command == "triage":
             return _triage(args)
+        if args.command == "file-issues":
+            return _file_issues(args)
     except UsageError as exc:
         print(f"bnfuzz: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

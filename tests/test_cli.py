@@ -50,6 +50,7 @@ def test_help_explains_every_option() -> None:
         ("replay", ["PATH", "--pass", "--scripts"]),
         ("render", ["PATH", "--script", "--issue"]),
         ("triage", ["PATH"]),
+        ("file-issues", ["PATH", "--repo", "--apply", "--api"]),
     ],
 )
 def test_every_command_documents_its_options_and_exit_codes(

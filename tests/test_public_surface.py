@@ -12,6 +12,8 @@ MODULES = [
     "fuzz.build",
     "fuzz.compile_cache",
     "fuzz.execute",
+    "fuzz.isolate",
+    "fuzz.issues",
     "fuzz.minimize",
     "fuzz.passes",
     "fuzz.pipeline",

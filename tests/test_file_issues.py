@@ -1,0 +1,106 @@
+"""``bnfuzz file-issues`` against a local stand-in for the GitHub REST API (the two
+endpoints it uses): a dry run files nothing, ``--apply`` files one issue per signature,
+and a second run after it finds every signature filed."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, ClassVar
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from fuzz.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+ENTRIES = [
+    ROOT / "corpus" / "pass-exception_AttributeError_kernel_layout=IOHW_.json",
+    ROOT / "corpus" / "out-of-tolerance_scale=False_.json",
+]
+
+
+class FakeGitHub(BaseHTTPRequestHandler):
+    issues: ClassVar[list[dict[str, Any]]] = []
+    auth: ClassVar[list[str]] = []
+
+    def _send(self, code: int, payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        url = urlparse(self.path)
+        if url.path != "/repos/owner/name/issues":
+            return self._send(404, {"message": "Not Found"})
+        query = parse_qs(url.query)
+        page, per_page = int(query["page"][0]), int(query["per_page"][0])
+        opened = [i for i in self.issues if i["state"] == "open"]
+        self._send(200, opened[(page - 1) * per_page : page * per_page])
+
+    def do_POST(self) -> None:
+        if self.path != "/repos/owner/name/issues":
+            return self._send(404, {"message": "Not Found"})
+        self.auth.append(self.headers.get("Authorization", ""))
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        number = len(self.issues) + 1
+        url = f"https://github.example/owner/name/issues/{number}"
+        self.issues.append({"number": number, "state": "open", "html_url": url, **body})
+        self._send(201, self.issues[-1])
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def api() -> Iterator[str]:
+    FakeGitHub.issues, FakeGitHub.auth = [], []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeGitHub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def run(api: str, *extra: str) -> int:
+    return main(["file-issues", *map(str, ENTRIES), "--repo", "owner/name", "--api", api, *extra])
+
+
+def test_dry_run_apply_and_a_second_run_that_files_nothing(
+    api: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    assert run(api) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "0 filed, 2 to file, 0 already filed"
+    assert FakeGitHub.issues == []
+    monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
+    assert run(api, "--apply") == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "2 filed, 0 to file, 0 already filed"
+    assert FakeGitHub.auth == ["Bearer t0ken", "Bearer t0ken"]
+    titles = [i["title"] for i in FakeGitHub.issues]
+    assert titles[0] == "[Bug][Relax] FoldBatchnormToConv2D raises AttributeError (kernel_layout=IOHW)"
+    assert FakeGitHub.issues[1]["body"].endswith(
+        "<!-- bnfold-fuzz signature: out-of-tolerance[scale=False] -->\n"
+    )
+    assert run(api) == 0  # the second dry run
+    assert capsys.readouterr().out.splitlines()[-1] == "0 filed, 0 to file, 2 already filed"
+    FakeGitHub.issues[0]["state"] = "closed"  # only open issues count
+    assert run(api) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "0 filed, 1 to file, 1 already filed"
+
+
+def test_apply_without_a_token_and_an_unreachable_api_are_usage_errors(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    assert run("http://127.0.0.1:9", "--apply") == 2
+    assert "--apply needs a token in GITHUB_TOKEN" in capsys.readouterr().err
+    assert run("http://127.0.0.1:9") == 2
+    assert "GitHub API: GET /repos/owner/name/issues" in capsys.readouterr().err
+    assert main(["file-issues", str(ENTRIES[0]), "--repo", "nameonly"]) == 2
