@@ -125,6 +125,8 @@ class CampaignResult:
     hits: list[Hit]
     #: checked value sets whose module the pass changed, out of ``examples``
     changed: int = 0
+    #: Hypothesis examples run (each a batch of value sets of one structure), shrinking aside
+    batches: int = 0
     #: how often each (attribute combination, fired) pair was run
     coverage: Counter[str] = field(default_factory=Counter)
     #: findings against TVM's lowering (the unfolded program), by symptom and dtype
@@ -134,6 +136,10 @@ class CampaignResult:
     rounds: int = 0
     #: passes a pipeline's Sequential skipped by opt-level gating (events, not bugs)
     gated: Counter[str] = field(default_factory=Counter)
+    #: per checked value set: the worst error / allowed ratio, and (where the pass changed
+    #: the module) the fold pressure, for the campaign report
+    ratios: list[float] = field(default_factory=list)
+    pressures: list[float] = field(default_factory=list)
 
 
 #: Examples (batches) per Hypothesis run. ``target()`` makes a long run hill-climb on a
@@ -200,6 +206,7 @@ class _Campaign:
             raise _OutOfBudget
         if not shrinking:
             self.round_examples += 1
+            self.result.batches += 1
         pressure, ratio = -1000.0, 0.0
         for case in batch:
             if not shrinking:
@@ -348,6 +355,9 @@ def _record(result: CampaignResult, checked: Checked, shrinking: bool) -> None:
         return
     result.changed += checked.execution.changed
     result.coverage[f"{combo},fired={fired}"] += 1
+    result.ratios.append(verdict.worst_ratio)
+    if checked.execution.changed:
+        result.pressures.append(checked.reference.fold_pressure)
     for low in verdict.lowering:
         result.lowering[f"{low.symptom.value}[dtype={checked.case.dtype}]"] += 1
     if verdict.skipped:

@@ -96,6 +96,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--json", action="store_true", help="print one JSON summary object on stdout")
     run.add_argument(
+        "--report",
+        type=Path,
+        metavar="DIR",
+        help="also write a campaign report into DIR: report.md (findings with their files, attribute "
+        "combinations run, error and overflow-headroom distributions) and report.png",
+    )
+    run.add_argument(
         "--no-cache",
         action="store_true",
         help="rebuild both graphs for every example instead of compiling once per structure",
@@ -504,6 +511,8 @@ def _run(args: argparse.Namespace) -> int:
     make_pass = _resolve(args.pass_name)
     if args.out is not None:
         _check_out_dir(args.out)
+    if args.report is not None:
+        _check_out_dir(args.report, "--report")
     budget = args.budget
     if budget is None and args.max_examples is None:
         budget = 60.0
@@ -516,6 +525,7 @@ def _run(args: argparse.Namespace) -> int:
         database = _open_database(args.database, example_database)
 
     from fuzz.campaign import Hit, Progress, run_campaign
+    from fuzz.campaign_report import histograms
     from fuzz.case import case_to_json
     from fuzz.compat import tvm_version
     from fuzz.corpus import file_name, write_atomic
@@ -629,15 +639,15 @@ def _run(args: argparse.Namespace) -> int:
         "pipelines": args.pipelines,
         "isolated": isolate,
         "worker_starts": None if checker is None else checker.starts,
+        "batches": result.batches,
+        "coverage": _coverage(result.coverage),
+        "histograms": histograms(result.ratios, result.pressures),
         "cache": None
         if cache is None
         else {"structures": cache.stats.builds, "hit_rate": round(cache.stats.hit_rate, 4)},
         "tvm": tvm_version(),
     }
-    if args.json:
-        print(json.dumps(summary, indent=2))
-    else:
-        _print_table(summary)
+    _finish(args, summary)
     return EXIT_FINDINGS if findings else EXIT_CLEAN
 
 
@@ -719,15 +729,15 @@ def _run_workers(args: argparse.Namespace, budget: float | None) -> int:
         "findings": sorted(merged.values(), key=lambda f: f["first_seconds"]),
         "lowering": lowering,
         "gated": gated,
+        "batches": sum(s["batches"] for s in summaries),
+        "coverage": _merge_counts([s["coverage"] for s in summaries]),
+        "histograms": _merge_counts([s["histograms"] for s in summaries]),
         "per_worker": [
             {"seed": s["seed"], "examples": s["examples"], "seconds": s["seconds"]} for s in summaries
         ],
         "tvm": summaries[0]["tvm"],
     }
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        _print_table(result)
+    _finish(args, result)
     return EXIT_FINDINGS if merged else EXIT_CLEAN
 
 
@@ -762,6 +772,43 @@ def _file_issues(args: argparse.Namespace) -> int:
     counts = {s: sum(p.status == s for p in plans) for s in ("filed", "to file", "already filed")}
     print(", ".join(f"{n} {s}" for s, n in counts.items()))
     return EXIT_CLEAN
+
+
+def _coverage(counts: Any) -> dict[str, dict[str, int]]:
+    """``combo,fired=B`` counts as {combo: {"runs": n, "fired": m}}."""
+    rows: dict[str, dict[str, int]] = {}
+    for key, n in counts.items():
+        combo, _, fired = key.rpartition(",fired=")
+        row = rows.setdefault(combo, {"runs": 0, "fired": 0})
+        row["runs"] += n
+        row["fired"] += n if fired == "True" else 0
+    return rows
+
+
+def _merge_counts(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Add up nested count dictionaries (per-worker coverage or histograms)."""
+    merged: dict[str, Any] = {}
+    for part in parts:
+        for key, value in part.items():
+            if isinstance(value, dict):
+                merged[key] = _merge_counts([merged.get(key, {}), value])
+            else:
+                merged[key] = merged.get(key, 0) + value
+    return merged
+
+
+def _finish(args: argparse.Namespace, summary: dict[str, Any]) -> None:
+    """Print the summary (JSON or a table), and write the report if asked."""
+    if args.report is not None:
+        from fuzz.campaign_report import write_report
+
+        summary["report"] = str(write_report(summary, args.report, args.out))
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        _print_table(summary)
+        if args.report is not None:
+            print(f"report: {summary['report']}")
 
 
 def _print_table(summary: dict[str, Any]) -> None:

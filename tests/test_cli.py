@@ -22,7 +22,7 @@ def test_help_explains_every_option() -> None:
     out = subprocess.run([str(exe), "run", "--help"], capture_output=True, text=True, check=True).stdout
     for option in (
         "--pass", "--budget", "--max-examples", "--seed", "--out", "--json", "--shrink-seconds",
-        "--pipelines", "--isolate", "--timeout",
+        "--pipelines", "--isolate", "--timeout", "--workers", "--database", "--report",
     ):  # fmt: skip
         assert option in out
     assert "Exit codes" in out

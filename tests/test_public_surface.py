@@ -10,6 +10,7 @@ import pytest
 # strategies has its own, stricter check in test_strategies.py
 MODULES = [
     "fuzz.build",
+    "fuzz.campaign_report",
     "fuzz.compile_cache",
     "fuzz.execute",
     "fuzz.isolate",

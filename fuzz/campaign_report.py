@@ -1,0 +1,128 @@
+"""Campaign report: a ``bnfuzz run`` summary as Markdown, with one PNG plot.
+
+:func:`histograms` turns a campaign's per-check signals into fixed bins that add up
+across workers: the error/allowed ratio (decades) and the overflow headroom of the folded
+weights (``fold_pressure``: log2 of how close ``|s| * (|W| conv |X|)`` comes to the
+dtype's largest value; below 0 there is room, at 0 or above a fold that scales weights
+overflows). :func:`write_report` writes ``report.md`` (value sets, throughput, findings
+by signature with their reproducer files, attribute combinations run and how often the
+pass fired, both distributions as tables) and ``report.png`` (both distributions).
+
+Key idea: everything comes from the JSON summary, so a merged ``--workers`` summary
+reports the same way as a single campaign.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+__all__ = ["HEADROOM_BINS", "RATIO_BINS", "histograms", "write_report"]
+
+#: Decade bins of error / allowed: "0" (exact), then 1e-12 and below, ..., 1 and above
+#: (above 1 is a finding).
+RATIO_BINS = ["0", "<=1e-12", *[f"1e{k}..1e{k + 1}" for k in range(-12, 0)], ">=1"]
+#: Bins of fold pressure (log2 headroom): far below, then bands of 16 bits, then >= 0.
+HEADROOM_BINS = ["<-128", *[f"{k}..{k + 16}" for k in range(-128, 0, 16)], ">=0"]
+
+
+def _ratio_bin(ratio: float) -> str:
+    if ratio <= 0:
+        return RATIO_BINS[0]
+    if ratio >= 1:
+        return RATIO_BINS[-1]
+    decade = math.floor(math.log10(ratio))
+    return RATIO_BINS[1] if decade < -12 else f"1e{decade}..1e{decade + 1}"
+
+
+def _headroom_bin(pressure: float) -> str:
+    if pressure >= 0:
+        return HEADROOM_BINS[-1]
+    if pressure < -128:
+        return HEADROOM_BINS[0]
+    low = -128 + 16 * int((pressure + 128) // 16)
+    return f"{low}..{low + 16}"
+
+
+def histograms(ratios: Iterable[float], pressures: Iterable[float]) -> dict[str, dict[str, int]]:
+    """Counts per bin, every bin present (zeros included), for a JSON summary."""
+    ratio_counts = Counter(_ratio_bin(r) for r in ratios)
+    headroom_counts = Counter(_headroom_bin(p) for p in pressures if not math.isnan(p))
+    return {
+        "error_ratio": {b: ratio_counts.get(b, 0) for b in RATIO_BINS},
+        "headroom": {b: headroom_counts.get(b, 0) for b in HEADROOM_BINS},
+    }
+
+
+def _plot(summary: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    panels = (
+        (left, "error_ratio", "worst error / allowed, per value set", "error / allowed (>= 1: a finding)"),
+        (right, "headroom", "overflow headroom of the folded weights", "log2(|s| (|W| conv |X|) / max)"),
+    )
+    for axes, key, title, xlabel in panels:
+        counts = summary["histograms"][key]
+        axes.bar(range(len(counts)), list(counts.values()), color="#4477aa")
+        axes.set_xticks(range(len(counts)), list(counts), rotation=60, ha="right", fontsize=7)
+        axes.set_title(title)
+        axes.set_xlabel(xlabel)
+        axes.set_ylabel("value sets")
+    fig.suptitle(f"bnfuzz run --pass {summary['pass']}: {summary['examples']} value sets")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def write_report(summary: dict[str, Any], directory: Path, findings_dir: Path | None) -> Path:
+    """Write ``report.md`` and ``report.png`` into ``directory``; the Markdown's path."""
+    from fuzz.corpus import file_name
+
+    directory.mkdir(parents=True, exist_ok=True)
+    seconds = summary["seconds"] or 1.0
+    lines = [
+        f"# Campaign report: `{summary['pass']}`",
+        "",
+        f"- TVM {summary['tvm']}, seed {summary['seed']}"
+        + (f", {summary['workers']} workers" if summary.get("workers") else "")
+        + (", in pipelines" if summary.get("pipelines") else ""),
+        f"- {summary['examples']} value sets in {seconds:.0f} s "
+        f"({summary['examples'] / seconds:.1f} per second), in {summary.get('batches', '?')} Hypothesis "
+        f"examples (batches of one structure); the pass changed {summary['changed']}",
+        f"- {len(summary['findings'])} distinct findings",
+        "",
+        "## Findings",
+        "",
+    ]
+    if summary["findings"]:
+        lines += ["| signature | first hit | hits | reproducer |", "|---|---|---|---|"]
+        for f in summary["findings"]:
+            where = findings_dir / file_name(f["signature"]) if findings_dir is not None else None
+            shown = f"`{where}`" if where is not None and where.exists() else "-"
+            lines.append(f"| `{f['signature']}` | {f['first_seconds']:.1f} s | {f['hits']} | {shown} |")
+        lines += [
+            "",
+            "A finding file becomes a replayable entry with `bnfuzz promote FILE`, and a script with "
+            "`bnfuzz render ENTRY --script`.",
+        ]
+    else:
+        lines.append("None.")
+    lines += ["", "## Attribute combinations run", ""]
+    lines += ["| combination | value sets | pass fired |", "|---|---|---|"]
+    for combo, row in sorted(summary["coverage"].items(), key=lambda kv: -kv[1]["runs"]):
+        lines.append(f"| {combo} | {row['runs']} | {row['fired']} |")
+    for key, title in (("error_ratio", "Worst error / allowed"), ("headroom", "Overflow headroom (log2)")):
+        lines += ["", f"## {title}", "", "| bin | value sets |", "|---|---|"]
+        lines += [f"| {b} | {n} |" for b, n in summary["histograms"][key].items()]
+    lines += ["", "![distributions](report.png)", ""]
+    _plot(summary, directory / "report.png")
+    path = directory / "report.md"
+    path.write_text("\n".join(lines))
+    return path
