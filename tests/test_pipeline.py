@@ -170,3 +170,23 @@ def test_promote_drops_passes_that_do_not_matter_and_the_script_reproduces(tmp_p
     text = render_issue(entry)
     assert text.startswith("# [Bug][Relax] `Sequential([DecomposeOpsForInference])` changes results")
     assert "- training=True -> False: the bug disappears (it matters)" in text
+
+
+def test_tvm_gates_a_sequential_but_not_a_direct_call() -> None:
+    # What gated() assumes of TVM: at opt level 0 a Sequential skips DeadCodeElimination
+    # (opt level 1), and calling the pass directly runs it.
+    from tvm import relax
+
+    from fuzz.pipeline import PipelinePass
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((2,), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            bb.emit(relax.op.add(x, x))  # dead
+            out = bb.emit_output(relax.op.multiply(x, x))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    low = Pipeline(("DeadCodeElimination",), 0)
+    assert "R.add" in PipelinePass(low, FIXED)(mod).script()
+    assert "R.add" not in PipelinePass(low, FIXED, sequential=False)(mod).script()
