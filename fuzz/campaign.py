@@ -127,6 +127,8 @@ class CampaignResult:
     changed: int = 0
     #: Hypothesis examples run (each a batch of value sets of one structure), shrinking aside
     batches: int = 0
+    #: the campaign was stopped by Ctrl-C (what it found is kept)
+    interrupted: bool = False
     #: how often each (attribute combination, fired) pair was run
     coverage: Counter[str] = field(default_factory=Counter)
     #: findings against TVM's lowering (the unfolded program), by symptom and dtype
@@ -320,14 +322,26 @@ def run_campaign(
             return check(case, make_pass, runner, pipeline)
 
     campaign = _Campaign(checker, database, budget_seconds, max_examples, shrink_seconds, on_progress)
-    while not campaign.exhausted():
-        hit = campaign.run_round(strategy, seed * 1000 + campaign.result.rounds)
-        if hit is None:
-            if campaign.round_examples < EPOCH_EXAMPLES:
-                break  # the budget is spent, or Hypothesis ran out of new examples
-            continue  # the epoch ended: start afresh with the next seed
-        campaign.result.hits.append(hit)
-        campaign.progress(False)
+    try:
+        while not campaign.exhausted():
+            hit = campaign.run_round(strategy, seed * 1000 + campaign.result.rounds)
+            if hit is None:
+                if campaign.round_examples < EPOCH_EXAMPLES:
+                    break  # the budget is spent, or Hypothesis ran out of new examples
+                continue  # the epoch ended: start afresh with the next seed
+            campaign.result.hits.append(hit)
+            campaign.progress(False)
+    except KeyboardInterrupt:
+        # Ctrl-C: keep everything found, including a finding caught mid-shrink (as shrunk so far).
+        campaign.result.interrupted = True
+        if campaign.last is not None:
+            checked, finding = campaign.last
+            signature = Signature.of(finding, checked.case, checked.pipeline)
+            if all(str(hit.signature) != str(signature) for hit in campaign.result.hits):
+                shrunk_for = time.monotonic() - campaign.shrink_start
+                campaign.result.hits.append(
+                    Hit(signature, finding, checked, campaign.first_seconds, shrunk_for)
+                )
     campaign.result.seconds = campaign.elapsed()
     return campaign.result
 

@@ -9,7 +9,8 @@
 ``bnfuzz triage PATH...``
 
 Exit codes: 0 no findings, 1 findings, 2 usage error (bad arguments, unknown pass,
-unwritable output folder).
+unwritable output folder), 130 for a ``run`` stopped by Ctrl-C (its findings so far are
+written, summarised and reported).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+#: Ctrl-C: the campaign stopped early; what it found is written and summarised.
+EXIT_INTERRUPTED = 130
 
 
 class UsageError(Exception):
@@ -57,7 +60,8 @@ def _parser() -> argparse.ArgumentParser:
         help="fuzz one pass and report every distinct bug, each shrunk to a minimal case",
         description="Generate conv+batch_norm graphs, run them through the pass on the llvm Relax VM, "
         "judge against a float64 reference, and shrink each distinct finding.",
-        epilog="Exit codes: 0 no findings, 1 findings, 2 usage error.",
+        epilog="Exit codes: 0 no findings, 1 findings, 2 usage error, 130 interrupted by Ctrl-C (what was "
+        "found so far is written and summarised).",
     )
     run.add_argument(
         "--pass",
@@ -640,6 +644,7 @@ def _run(args: argparse.Namespace) -> int:
         "isolated": isolate,
         "worker_starts": None if checker is None else checker.starts,
         "batches": result.batches,
+        "interrupted": result.interrupted,
         "coverage": _coverage(result.coverage),
         "histograms": histograms(result.ratios, result.pressures),
         "cache": None
@@ -648,6 +653,8 @@ def _run(args: argparse.Namespace) -> int:
         "tvm": tvm_version(),
     }
     _finish(args, summary)
+    if result.interrupted:
+        return EXIT_INTERRUPTED
     return EXIT_FINDINGS if findings else EXIT_CLEAN
 
 
@@ -698,11 +705,27 @@ def _run_workers(args: argparse.Namespace, budget: float | None) -> int:
             share = args.max_examples // args.workers + (k < args.max_examples % args.workers)
             command += ["--max-examples", str(max(share, 1))]
         children.append(subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env))
-    outputs = [child.communicate()[0] for child in children]
-    codes = [child.returncode for child in children]
-    if any(code not in (EXIT_CLEAN, EXIT_FINDINGS) for code in codes):
-        raise UsageError(f"a worker failed (exit codes {codes}); see its messages above")
-    summaries = [json.loads(out) for out in outputs]
+    outputs: list[str] = []
+    interrupted = False
+    for child in children:
+        while True:
+            try:  # Ctrl-C reaches the workers too: wait for them to write their summaries
+                outputs.append(child.communicate()[0])
+                break
+            except KeyboardInterrupt:
+                interrupted = True
+    summaries, failed = [], []
+    for k, (child, out) in enumerate(zip(children, outputs, strict=True)):
+        try:
+            if child.returncode not in (EXIT_CLEAN, EXIT_FINDINGS, EXIT_INTERRUPTED):
+                raise ValueError(f"exit code {child.returncode}")
+            summaries.append(json.loads(out))
+        except ValueError as exc:  # killed, or crashed: its findings on disk are kept
+            print(f"bnfuzz: worker {k} (seed {args.seed + k}) failed: {exc}", file=sys.stderr)
+            failed.append(args.seed + k)
+    if not summaries:
+        raise UsageError("every worker failed; see their messages above")
+    interrupted = interrupted or any(s.get("interrupted") for s in summaries)
     merged: dict[str, dict[str, Any]] = {}
     for summary in summaries:
         for f in summary["findings"]:
@@ -732,12 +755,16 @@ def _run_workers(args: argparse.Namespace, budget: float | None) -> int:
         "batches": sum(s["batches"] for s in summaries),
         "coverage": _merge_counts([s["coverage"] for s in summaries]),
         "histograms": _merge_counts([s["histograms"] for s in summaries]),
+        "interrupted": interrupted,
+        "failed_workers": failed,
         "per_worker": [
             {"seed": s["seed"], "examples": s["examples"], "seconds": s["seconds"]} for s in summaries
         ],
         "tvm": summaries[0]["tvm"],
     }
     _finish(args, result)
+    if interrupted:
+        return EXIT_INTERRUPTED
     return EXIT_FINDINGS if merged else EXIT_CLEAN
 
 

@@ -237,6 +237,8 @@ def _crash_checked(case: Case, pipeline: Pipeline | None, died: _Died) -> Checke
 
 def _main(argv: list[str]) -> None:
     """``python -m fuzz.isolate FD PASS --cache|--no-cache CACHE_DIR``: the worker."""
+    # Ctrl-C reaches the whole process group: the parent decides, and stops the worker.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     fd, pass_name, cache, cache_dir = argv
     _serve(Connection(int(fd)), pass_name, cache == "--cache", cache_dir or None)
 

@@ -1,0 +1,66 @@
+"""Faults: Ctrl-C of a campaign and ``kill -9`` of one of its workers lose no finding
+written before, and the campaign still writes its summary (and report)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "fuzz.cli", "run", "--pass", "upstream", *args, "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT,
+        start_new_session=True,  # its own process group, as a terminal's job would be
+    )
+
+
+def wait_for_findings(out: Path, process: subprocess.Popen[str], seconds: float = 240) -> dict[str, str]:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and process.poll() is None:
+        files = sorted(out.glob("*.json"))
+        if files:
+            time.sleep(1)  # let a second one land, if it is about to
+            return {f.name: f.read_text() for f in sorted(out.glob("*.json"))}
+        time.sleep(0.5)
+    raise AssertionError("no finding was written in time")
+
+
+def test_ctrl_c_keeps_every_finding_and_still_summarises_and_reports(tmp_path: Path) -> None:
+    out, report = tmp_path / "findings", tmp_path / "report"
+    process = start("--budget", "600", "--out", str(out), "--report", str(report))
+    before = wait_for_findings(out, process)
+    os.killpg(process.pid, signal.SIGINT)  # Ctrl-C reaches the whole group
+    stdout, _ = process.communicate(timeout=300)
+    assert process.returncode == 130
+    summary = json.loads(stdout)
+    assert summary["interrupted"] is True
+    on_disk = {json.loads(f.read_text())["signature"] for f in out.glob("*.json")}
+    assert {json.loads(text)["signature"] for text in before.values()} <= on_disk
+    assert on_disk == {f["signature"] for f in summary["findings"]}
+    assert (report / "report.md").exists() and (report / "report.png").exists()
+
+
+def test_kill_9_of_a_worker_keeps_its_findings_and_the_others_report(tmp_path: Path) -> None:
+    out = tmp_path / "findings"
+    process = start("--workers", "2", "--budget", "45", "--out", str(out), "--database", str(tmp_path / "db"))
+    before = wait_for_findings(out, process)
+    workers = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
+    assert len(workers) == 2
+    os.kill(int(workers[0]), signal.SIGKILL)
+    stdout, _ = process.communicate(timeout=400)
+    summary = json.loads(stdout)
+    assert len(summary["failed_workers"]) == 1 and len(summary["per_worker"]) == 1
+    for name, text in before.items():  # written before the kill: still there, still whole
+        assert json.loads((out / name).read_text())["signature"] == json.loads(text)["signature"]
+    assert process.returncode in (0, 1)
