@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
 
 import strategies
 from fuzz.campaign import check, run_campaign
@@ -37,13 +38,15 @@ from fuzz.execute import Runner
 from fuzz.passes import PassFactory
 from fuzz.pipeline import Pipeline
 
+T = TypeVar("T")
+
 #: (channels, spatial) of the growth table: channels in and out, height = width.
 GROWTH = ((1, 1), (4, 8), (16, 8), (16, 32), (64, 8), (64, 32))
 
 
-def collect_value_sets(count: int, seed: int) -> list[Case]:
-    """``count`` batches from :func:`strategies.case_batches`, flattened, deterministic."""
-    batches: list[tuple[Case, ...]] = []
+def _draw(strategy: st.SearchStrategy[T], count: int, seed: int) -> list[T]:
+    """``count`` examples of ``strategy``, generated (not shrunk) from ``seed``."""
+    drawn: list[T] = []
 
     @hypothesis_seed(seed)
     @settings(
@@ -53,32 +56,23 @@ def collect_value_sets(count: int, seed: int) -> list[Case]:
         phases=[Phase.generate],
         suppress_health_check=list(HealthCheck),
     )
-    @given(strategies.case_batches())
-    def collect(batch: tuple[Case, ...]) -> None:
-        batches.append(batch)
+    @given(strategy)
+    def collect(example: T) -> None:
+        drawn.append(example)
 
     collect()
-    return [case for batch in batches for case in batch]
+    return drawn
+
+
+def collect_value_sets(count: int, seed: int) -> list[Case]:
+    """``count`` batches from :func:`strategies.case_batches`, flattened, deterministic."""
+    return [case for batch in _draw(strategies.case_batches(), count, seed) for case in batch]
 
 
 def collect_pipeline_cases(count: int, seed: int) -> list[tuple[Case, Pipeline]]:
     """``count`` (pipeline, batch) draws as a pipeline campaign makes them, flattened."""
-    drawn: list[tuple[Case, Pipeline]] = []
-
-    @hypothesis_seed(seed)
-    @settings(
-        max_examples=count,
-        database=None,
-        deadline=None,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
-    @given(strategies.pipelines(), strategies.case_batches())
-    def collect(pipeline: Pipeline, batch: tuple[Case, ...]) -> None:
-        drawn.extend((case, pipeline) for case in batch)
-
-    collect()
-    return drawn
+    drawn = _draw(st.tuples(strategies.pipelines(), strategies.case_batches()), count, seed)
+    return [(case, pipeline) for pipeline, batch in drawn for case in batch]
 
 
 def run_isolation_bench(
