@@ -21,9 +21,13 @@ whether the pass fired (see ``pytest --hypothesis-show-statistics``).
 
 from __future__ import annotations
 
+import signal
+import sys
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -151,6 +155,43 @@ class CampaignResult:
 EPOCH_EXAMPLES = 500
 
 
+class _CtrlC:
+    """Ctrl-C during a campaign: the first one lets the case in hand finish, then stops the
+    campaign; a second one stops it at once.
+
+    Python's default handler raises ``KeyboardInterrupt`` wherever the interpreter is. Inside
+    a Python pass that TVM's C++ calls back (upstream's fold is one), TVM's FFI turns that
+    into a ``RuntimeError`` with an empty message, which the fuzzer would record as a crash
+    of the pass, and the campaign would go on to its budget.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def __call__(self, signum: int, frame: object) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        print("bnfuzz: stopping after the case in hand (Ctrl-C again: at once)", file=sys.stderr)
+
+    def raise_if_requested(self) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        """Handle SIGINT for the block (signal handlers belong to the main thread only;
+        elsewhere this does nothing)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = signal.signal(signal.SIGINT, self)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
 class _OutOfBudget(BaseException):
     """Ends a Hypothesis run from inside the test body without counting as a failure."""
 
@@ -182,6 +223,7 @@ class _Campaign:
     round_examples: int = 0
     first_seconds: float = 0.0
     shrink_start: float = 0.0
+    ctrl_c: _CtrlC = field(default_factory=_CtrlC)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.start
@@ -211,11 +253,14 @@ class _Campaign:
             self.result.batches += 1
         pressure, ratio = -1000.0, 0.0
         for case in batch:
+            self.ctrl_c.raise_if_requested()
             if not shrinking:
                 if self.exhausted():
                     break
                 self.result.examples += 1
             checked = self.checker(case, pipeline)
+            # A second Ctrl-C may have cut this check short: it proves nothing, drop it.
+            self.ctrl_c.raise_if_requested()
             _record(self.result, checked, shrinking)
             if checked.execution.changed:
                 pressure = max(pressure, checked.reference.fold_pressure)
@@ -323,14 +368,8 @@ def run_campaign(
 
     campaign = _Campaign(checker, database, budget_seconds, max_examples, shrink_seconds, on_progress)
     try:
-        while not campaign.exhausted():
-            hit = campaign.run_round(strategy, seed * 1000 + campaign.result.rounds)
-            if hit is None:
-                if campaign.round_examples < EPOCH_EXAMPLES:
-                    break  # the budget is spent, or Hypothesis ran out of new examples
-                continue  # the epoch ended: start afresh with the next seed
-            campaign.result.hits.append(hit)
-            campaign.progress(False)
+        with campaign.ctrl_c.installed():
+            _run_rounds(campaign, strategy, seed)
     except KeyboardInterrupt:
         # Ctrl-C: keep everything found, including a finding caught mid-shrink (as shrunk so far).
         campaign.result.interrupted = True
@@ -342,8 +381,23 @@ def run_campaign(
                 campaign.result.hits.append(
                     Hit(signature, finding, checked, campaign.first_seconds, shrunk_for)
                 )
+    campaign.result.interrupted |= campaign.ctrl_c.requested
     campaign.result.seconds = campaign.elapsed()
     return campaign.result
+
+
+def _run_rounds(
+    campaign: _Campaign, strategy: st.SearchStrategy[tuple[Pipeline | None, tuple[Case, ...]]], seed: int
+) -> None:
+    while not campaign.exhausted():
+        campaign.ctrl_c.raise_if_requested()
+        hit = campaign.run_round(strategy, seed * 1000 + campaign.result.rounds)
+        if hit is None:
+            if campaign.round_examples < EPOCH_EXAMPLES:
+                return  # the budget is spent, or Hypothesis ran out of new examples
+            continue  # the epoch ended: start afresh with the next seed
+        campaign.result.hits.append(hit)
+        campaign.progress(False)
 
 
 def example_database(where: str) -> ExampleDatabase:

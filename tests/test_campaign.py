@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+
 import pytest
+import tvm
 from cases import make_case
 from hypothesis import strategies as st
 
@@ -63,3 +68,42 @@ def test_errors_in_our_own_code_propagate() -> None:
 def test_a_budget_is_required() -> None:
     with pytest.raises(ValueError, match="budget"):
         run_campaign(resolve_pass("identity"))
+
+
+def ctrl_c_inside_a_python_pass() -> tvm.ir.transform.Pass:
+    """A pass that TVM's C++ calls back into, pressing Ctrl-C while it runs (as a user's
+    Ctrl-C most often lands: upstream's fold is such a pass)."""
+
+    @tvm.ir.transform.module_pass(opt_level=0)
+    def press_ctrl_c(mod: tvm.IRModule, _ctx: object) -> tvm.IRModule:
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.1)  # the signal is delivered while we are still inside the pass
+        return mod
+
+    return press_ctrl_c
+
+
+def test_ctrl_c_inside_the_pass_stops_the_campaign_instead_of_reading_as_a_crash() -> None:
+    # TVM's FFI turns a KeyboardInterrupt raised in a Python callback into an empty
+    # RuntimeError: without the campaign's own handler this is a "pass-exception" finding
+    # and the campaign runs on to its budget.
+    result = run_campaign(ctrl_c_inside_a_python_pass, max_examples=20, cases=st.sampled_from([CLEAN, IOHW]))
+    assert result.interrupted and result.hits == [] and result.examples == 1
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+
+
+def test_a_second_ctrl_c_stops_at_once() -> None:
+    presses = 0
+
+    def press_twice(case: Case, pipeline: object) -> object:
+        nonlocal presses
+        presses += 1
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)  # the second one raises here, mid-check
+        time.sleep(0.1)
+        raise AssertionError("not reached")
+
+    result = run_campaign(
+        resolve_pass("identity"), max_examples=20, cases=st.just(CLEAN), checker=press_twice
+    )  # type: ignore[arg-type]
+    assert result.interrupted and result.hits == [] and presses == 1

@@ -9,20 +9,31 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def start(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
+@contextmanager
+def campaign(*args: str) -> Iterator[subprocess.Popen[str]]:
+    """A ``bnfuzz run`` in its own process group (as a terminal's job is); whatever the
+    test's outcome, the group is gone and its pipe closed afterwards."""
+    process = subprocess.Popen(
         [sys.executable, "-m", "fuzz.cli", "run", "--pass", "upstream", *args, "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
         cwd=ROOT,
-        start_new_session=True,  # its own process group, as a terminal's job would be
+        start_new_session=True,
     )
+    with process:
+        try:
+            yield process
+        finally:
+            with suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
 
 
 def wait_for_findings(out: Path, process: subprocess.Popen[str], seconds: float = 240) -> dict[str, str]:
@@ -38,10 +49,10 @@ def wait_for_findings(out: Path, process: subprocess.Popen[str], seconds: float 
 
 def test_ctrl_c_keeps_every_finding_and_still_summarises_and_reports(tmp_path: Path) -> None:
     out, report = tmp_path / "findings", tmp_path / "report"
-    process = start("--budget", "600", "--out", str(out), "--report", str(report))
-    before = wait_for_findings(out, process)
-    os.killpg(process.pid, signal.SIGINT)  # Ctrl-C reaches the whole group
-    stdout, _ = process.communicate(timeout=300)
+    with campaign("--budget", "600", "--out", str(out), "--report", str(report)) as process:
+        before = wait_for_findings(out, process)
+        os.killpg(process.pid, signal.SIGINT)  # Ctrl-C reaches the whole group
+        stdout, _ = process.communicate(timeout=300)
     assert process.returncode == 130
     summary = json.loads(stdout)
     assert summary["interrupted"] is True
@@ -53,12 +64,16 @@ def test_ctrl_c_keeps_every_finding_and_still_summarises_and_reports(tmp_path: P
 
 def test_kill_9_of_a_worker_keeps_its_findings_and_the_others_report(tmp_path: Path) -> None:
     out = tmp_path / "findings"
-    process = start("--workers", "2", "--budget", "45", "--out", str(out), "--database", str(tmp_path / "db"))
-    before = wait_for_findings(out, process)
-    workers = subprocess.run(["pgrep", "-P", str(process.pid)], capture_output=True, text=True).stdout.split()
-    assert len(workers) == 2
-    os.kill(int(workers[0]), signal.SIGKILL)
-    stdout, _ = process.communicate(timeout=400)
+    with campaign(
+        "--workers", "2", "--budget", "45", "--out", str(out), "--database", str(tmp_path / "db")
+    ) as process:
+        before = wait_for_findings(out, process)
+        pids = subprocess.run(
+            ["pgrep", "-P", str(process.pid)], capture_output=True, text=True
+        ).stdout.split()
+        assert len(pids) == 2
+        os.kill(int(pids[0]), signal.SIGKILL)
+        stdout, _ = process.communicate(timeout=400)
     summary = json.loads(stdout)
     assert len(summary["failed_workers"]) == 1 and len(summary["per_worker"]) == 1
     for name, text in before.items():  # written before the kill: still there, still whole
