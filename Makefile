@@ -4,16 +4,26 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 BUDGET ?= 120
+# The TVM release to install: 0.27 (the pinned default), 0.26 or 0.25. constraints/tvm-$(TVM).txt
+# pins it and the apache-tvm-ffi it needs; changing TVM reinstalls into the same .venv.
+TVM ?= 0.27
+CONSTRAINTS := constraints/tvm-$(TVM).txt
+STAMP := $(VENV)/.installed-tvm-$(TVM)
+
+ifeq ($(wildcard $(CONSTRAINTS)),)
+$(error TVM=$(TVM) is not supported: choose one of $(patsubst constraints/tvm-%.txt,%,$(wildcard constraints/tvm-*.txt)))
+endif
 
 .PHONY: setup fuzz test lint clean
 
-$(BIN)/bnfuzz: pyproject.toml
+$(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test]' -c $(CONSTRAINTS)
+	rm -f $(VENV)/.installed-tvm-*
 	touch $@
 
-setup: $(BIN)/bnfuzz
+setup: $(STAMP)
 
 # bnfuzz exits 1 when it finds bugs, which is what this job is for; 2 is a real error.
 fuzz: setup

@@ -30,7 +30,7 @@ import tvm
 from tvm import relax
 
 from fuzz.case import OPERANDS, Block, Case, Tensor, Topology
-from fuzz.compat import TensorType, constant_tensor, summarise_error, to_device, type_of
+from fuzz.compat import VISIT_CONSTANT, TensorType, constant_tensor, summarise_error, to_device, type_of
 
 __all__ = [
     "DATA_NAME",
@@ -128,8 +128,7 @@ def runtime_tensors(case: Case) -> list[Any]:
     return [device_tensor(case.data)] + [device_tensor(tensor) for _, tensor in _operands(case)]
 
 
-@relax.expr_functor.mutator
-class _LiftConstants(relax.PyExprMutator):
+class _ConstantLifter(relax.PyExprMutator):
     """Replaces every tensor constant by a fresh parameter, in visiting order."""
 
     def __init__(self, mod: tvm.IRModule) -> None:
@@ -137,11 +136,17 @@ class _LiftConstants(relax.PyExprMutator):
         self.params: list[Any] = []
         self.values: list[Any] = []
 
-    def visit_generic_const_(self, op: Any) -> Any:
+    def lift(self, op: Any) -> Any:
         var = relax.Var(f"lifted{len(self.params)}", type_of(op))
         self.params.append(var)
         self.values.append(constant_tensor(op))
         return var
+
+
+# TVM calls the method by a version-dependent name, and ``mutator`` reads the names when
+# it wraps the class: name it first.
+setattr(_ConstantLifter, VISIT_CONSTANT, _ConstantLifter.lift)
+_LiftConstants = relax.expr_functor.mutator(_ConstantLifter)
 
 
 def lift_constants(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[Any]]:

@@ -133,6 +133,8 @@ class CampaignResult:
     batches: int = 0
     #: the campaign was stopped by Ctrl-C (what it found is kept)
     interrupted: bool = False
+    #: why ``on_progress`` stopped the campaign early (:class:`StopCampaign`), if it did
+    stopped: str | None = None
     #: how often each (attribute combination, fired) pair was run
     coverage: Counter[str] = field(default_factory=Counter)
     #: findings against TVM's lowering (the unfolded program), by symptom and dtype
@@ -190,6 +192,12 @@ class _CtrlC:
             yield
         finally:
             signal.signal(signal.SIGINT, previous)
+
+
+class StopCampaign(BaseException):
+    """Raised by an ``on_progress`` callback to end the campaign at once, keeping what it
+    found (e.g. the output folder filled up). Not an ``Exception``, so Hypothesis does not
+    take it for a failure of the case and shrink it."""
 
 
 class _OutOfBudget(BaseException):
@@ -283,6 +291,7 @@ class _Campaign:
         key = (finding.symptom, finding.error_type)
         if self.key is None:
             self.key, self.first_seconds, self.shrink_start = key, self.elapsed(), time.monotonic()
+            self.last = (checked, finding)  # kept even if the progress callback stops the campaign
             self.progress(True)
         if key == self.key:
             self.last = (checked, finding)
@@ -370,9 +379,12 @@ def run_campaign(
     try:
         with campaign.ctrl_c.installed():
             _run_rounds(campaign, strategy, seed)
-    except KeyboardInterrupt:
-        # Ctrl-C: keep everything found, including a finding caught mid-shrink (as shrunk so far).
-        campaign.result.interrupted = True
+    except (KeyboardInterrupt, StopCampaign) as stop:
+        # Keep everything found, including a finding caught mid-shrink (as shrunk so far).
+        if isinstance(stop, StopCampaign):
+            campaign.result.stopped = str(stop)
+        else:
+            campaign.result.interrupted = True
         if campaign.last is not None:
             checked, finding = campaign.last
             signature = Signature.of(finding, checked.case, checked.pipeline)

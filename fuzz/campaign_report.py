@@ -14,6 +14,7 @@ reports the same way as a single campaign.
 
 from __future__ import annotations
 
+import io
 import math
 from collections import Counter
 from collections.abc import Iterable
@@ -60,6 +61,8 @@ def histograms(ratios: Iterable[float], pressures: Iterable[float]) -> dict[str,
 def _plot(summary: dict[str, Any], path: Path) -> None:
     import matplotlib
 
+    from fuzz.corpus import write_atomic
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -77,13 +80,16 @@ def _plot(summary: dict[str, Any], path: Path) -> None:
         axes.set_ylabel("value sets")
     fig.suptitle(f"bnfuzz run --pass {summary['pass']}: {summary['examples']} value sets")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)
     plt.close(fig)
+    write_atomic(path, png.getvalue())
 
 
 def write_report(summary: dict[str, Any], directory: Path, findings_dir: Path | None) -> Path:
-    """Write ``report.md`` and ``report.png`` into ``directory``; the Markdown's path."""
-    from fuzz.corpus import file_name
+    """Write ``report.md`` and ``report.png`` into ``directory``, each whole or not at all
+    (:func:`fuzz.corpus.write_atomic`); the Markdown's path."""
+    from fuzz.corpus import file_name, write_atomic
 
     directory.mkdir(parents=True, exist_ok=True)
     seconds = summary["seconds"] or 1.0
@@ -124,5 +130,5 @@ def write_report(summary: dict[str, Any], directory: Path, findings_dir: Path | 
     lines += ["", "![distributions](report.png)", ""]
     _plot(summary, directory / "report.png")
     path = directory / "report.md"
-    path.write_text("\n".join(lines))
+    write_atomic(path, "\n".join(lines))
     return path

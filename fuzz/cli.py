@@ -9,7 +9,9 @@
 ``bnfuzz triage PATH...``
 
 Exit codes: 0 no findings, 1 findings, 2 usage error (bad arguments, unknown pass,
-unwritable output folder), 130 for a ``run`` stopped by Ctrl-C (its findings so far are
+unwritable output folder, a missing or unsupported TVM) or an output that could not be
+written mid-run (a full disk: the campaign stops, nothing is half-written, and the summary
+still lists every finding), 130 for a ``run`` stopped by Ctrl-C (its findings so far are
 written, summarised and reported).
 """
 
@@ -30,10 +32,37 @@ from typing import Any
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 #: Ctrl-C: the campaign stopped early; what it found is written and summarised.
 EXIT_INTERRUPTED = 130
+#: A worker's exit codes that come with a JSON summary on its stdout (2: only when the
+#: summary names an ``output_error``).
+EXITS_WITH_SUMMARY = (EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERRUPTED)
 
 
 class UsageError(Exception):
     """Bad command-line input: reported in one line, exit 2."""
+
+
+#: The TVM releases the fuzzer is tested on (``fuzz/compat.py`` keeps their differences;
+#: the nightly matrix runs each). ``BNFUZZ_ANY_TVM=1`` tries another one, e.g. a build of
+#: TVM's main branch.
+SUPPORTED_TVM = ("0.25", "0.26", "0.27")
+
+
+def _require_tvm() -> None:
+    """A usage error, before any work, if TVM cannot be imported or is not a supported release."""
+    try:
+        import tvm
+    except (ImportError, OSError) as exc:  # OSError: a TVM library that does not load
+        raise UsageError(
+            f"cannot import TVM: {type(exc).__name__}: {exc}. Install a supported apache-tvm "
+            f"({', '.join(SUPPORTED_TVM)}) with `make setup` (or `make setup TVM=0.26`)"
+        ) from None
+    version = str(getattr(tvm, "__version__", "unknown"))
+    supported = any(version.startswith(v + ".") for v in SUPPORTED_TVM)
+    if not supported and os.environ.get("BNFUZZ_ANY_TVM") != "1":
+        raise UsageError(
+            f"TVM {version} is not supported (supported: {', '.join(SUPPORTED_TVM)}); "
+            "set BNFUZZ_ANY_TVM=1 to try it anyway"
+        )
 
 
 def _positive(kind: type) -> Any:
@@ -41,7 +70,8 @@ def _positive(kind: type) -> Any:
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a {kind.__name__}, got {text!r}") from None
+            expected = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
         if not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
         if value <= 0:
@@ -63,8 +93,10 @@ def _parser() -> argparse.ArgumentParser:
         help="fuzz one pass and report every distinct bug, each shrunk to a minimal case",
         description="Generate conv+batch_norm graphs, run them through the pass on the llvm Relax VM, "
         "judge against a float64 reference, and shrink each distinct finding.",
-        epilog="Exit codes: 0 no findings, 1 findings, 2 usage error, 130 interrupted by Ctrl-C (what was "
-        "found so far is written and summarised).",
+        epilog="Exit codes: 0 no findings, 1 findings, 2 usage error or an output that could not be "
+        "written (a full disk: the run stops, nothing is half-written, the summary lists every finding), "
+        "130 interrupted by Ctrl-C (what was found so far is written and summarised). The first Ctrl-C "
+        "lets the case in hand finish; a second one stops at once.",
     )
     run.add_argument(
         "--pass",
@@ -531,7 +563,7 @@ def _run(args: argparse.Namespace) -> int:
 
         database = _open_database(args.database, example_database)
 
-    from fuzz.campaign import Hit, Progress, run_campaign
+    from fuzz.campaign import Hit, Progress, StopCampaign, run_campaign
     from fuzz.campaign_report import histograms
     from fuzz.case import case_to_json
     from fuzz.compat import tvm_version
@@ -586,9 +618,12 @@ def _run(args: argparse.Namespace) -> int:
                 pass_name=args.pass_name,
                 seed=args.seed,
             )
-            write_atomic(
-                args.out / file_name(str(hit.signature)), json.dumps(record, sort_keys=True, indent=2) + "\n"
-            )
+            try:
+                write_atomic(target, json.dumps(record, sort_keys=True, indent=2) + "\n")
+            except OSError as exc:  # a full disk, a folder gone read-only: nothing half-written
+                raise StopCampaign(
+                    f"--out {target}: cannot write a finding ({exc.strerror or exc})"
+                ) from None
             written.add(str(hit.signature))
 
     def on_progress(p: Progress) -> None:
@@ -632,7 +667,12 @@ def _run(args: argparse.Namespace) -> int:
             checker=checker,
             database=database,
         )
-    write_new(result.hits)
+    output_error = result.stopped
+    if output_error is None:
+        try:
+            write_new(result.hits)
+        except StopCampaign as stop:
+            output_error = str(stop)
     findings = [summarise(hit) for hit in result.hits]
     summary = {
         "pass": args.pass_name,
@@ -654,11 +694,11 @@ def _run(args: argparse.Namespace) -> int:
         if cache is None
         else {"structures": cache.stats.builds, "hit_rate": round(cache.stats.hit_rate, 4)},
         "tvm": tvm_version(),
+        "unwritten": sorted(str(hit.signature) for hit in result.hits if str(hit.signature) not in written)
+        if args.out is not None
+        else [],
     }
-    _finish(args, summary)
-    if result.interrupted:
-        return EXIT_INTERRUPTED
-    return EXIT_FINDINGS if findings else EXIT_CLEAN
+    return _finish(args, summary, output_error, EXIT_INTERRUPTED if result.interrupted else None)
 
 
 def _open_database(where: str, opener: Any) -> Any:
@@ -720,9 +760,10 @@ def _run_workers(args: argparse.Namespace, budget: float | None) -> int:
     summaries, failed = [], []
     for k, (child, out) in enumerate(zip(children, outputs, strict=True)):
         try:
-            if child.returncode not in (EXIT_CLEAN, EXIT_FINDINGS, EXIT_INTERRUPTED):
+            summary = json.loads(out) if child.returncode in EXITS_WITH_SUMMARY else None
+            if summary is None or (child.returncode == EXIT_USAGE and not summary.get("output_error")):
                 raise ValueError(f"exit code {child.returncode}")
-            summaries.append(json.loads(out))
+            summaries.append(summary)
         except ValueError as exc:  # killed, or crashed: its findings on disk are kept
             print(f"bnfuzz: worker {k} (seed {args.seed + k}) failed: {exc}", file=sys.stderr)
             failed.append(args.seed + k)
@@ -764,11 +805,10 @@ def _run_workers(args: argparse.Namespace, budget: float | None) -> int:
             {"seed": s["seed"], "examples": s["examples"], "seconds": s["seconds"]} for s in summaries
         ],
         "tvm": summaries[0]["tvm"],
+        "unwritten": sorted({name for s in summaries for name in s.get("unwritten", [])}),
     }
-    _finish(args, result)
-    if interrupted:
-        return EXIT_INTERRUPTED
-    return EXIT_FINDINGS if merged else EXIT_CLEAN
+    output_error = next((s["output_error"] for s in summaries if s.get("output_error")), None)
+    return _finish(args, result, output_error, EXIT_INTERRUPTED if interrupted else None)
 
 
 def _file_issues(args: argparse.Namespace) -> int:
@@ -827,18 +867,36 @@ def _merge_counts(parts: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def _finish(args: argparse.Namespace, summary: dict[str, Any]) -> None:
-    """Print the summary (JSON or a table), and write the report if asked."""
+def _finish(
+    args: argparse.Namespace, summary: dict[str, Any], output_error: str | None, exit_code: int | None
+) -> int:
+    """Write the report if asked, print the summary (JSON or a table), and return the exit
+    code: ``exit_code`` if given, else by the findings. If an output could not be written
+    (``output_error``, or the report now), the summary is still printed, every finding in
+    it, then the error: exit 2."""
     if args.report is not None:
         from fuzz.campaign_report import write_report
 
-        summary["report"] = str(write_report(summary, args.report, args.out))
+        try:
+            summary["report"] = str(write_report(summary, args.report, args.out))
+        except OSError as exc:
+            failed = f"--report {args.report}: cannot write the report ({exc.strerror or exc})"
+            output_error = failed if output_error is None else f"{output_error}; {failed}"
+    summary["output_error"] = output_error
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
         _print_table(summary)
-        if args.report is not None:
+        if summary.get("report"):
             print(f"report: {summary['report']}")
+    if output_error is not None:
+        unwritten = summary.get("unwritten") or []
+        lost = f"; not written, but in the summary above: {', '.join(unwritten)}" if unwritten else ""
+        print(f"bnfuzz: error: {output_error}{lost}", file=sys.stderr)
+        return EXIT_USAGE
+    if exit_code is not None:
+        return exit_code
+    return EXIT_FINDINGS if summary["findings"] else EXIT_CLEAN
 
 
 def _print_table(summary: dict[str, Any]) -> None:
@@ -880,6 +938,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
     try:
+        _require_tvm()
         if args.command == "run":
             return _run(args)
         if args.command == "bench":

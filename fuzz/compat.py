@@ -1,23 +1,25 @@
-"""Compatibility shims: every TVM API name that moved between 0.25, 0.26 and 0.27.
+r"""Compatibility shims: every TVM API name that differs between 0.25, 0.26 and 0.27.
 
 Other modules never spell a version-dependent TVM name themselves; they import it
-from here. Each shim tries the 0.27 name first and falls back to the older one:
+from here. The table is what ``tools/probe_tvm_api.py`` printed for each version
+(apache-tvm 0.25.0.post1, 0.26.0, 0.27.0.post1 from PyPI); every other name the
+fuzzer uses is the same in all three:
 
-===========================  ===============================  =============================
-what                         0.27                             older
-===========================  ===============================  =============================
-:data:`tirx`                 ``tvm.tirx``                     ``tvm.tir``
-:data:`TensorType`           ``relax.TensorType``             ``relax.TensorStructInfo``
-:func:`type_of`              ``expr.ty``                      ``expr.struct_info``
-:func:`var_name`             ``var.name``                     ``var.name_hint``
-:func:`to_device`            ``tvm.runtime.tensor``           ``tvm.nd.array``
-:data:`RuntimeTensor`        ``tvm.runtime.Tensor``           ``tvm.nd.NDArray``
-:data:`Constant`             ``tvm.ir.GenericConst``          ``relax.Constant``
-:func:`constant_tensor`      ``const.value``                  ``const.data``
-:func:`structural_equal`     ``tvm_ffi.structural_equal``     ``tvm.ir.structural_equal``
-:func:`summarise_error`      message, backtrace apart         C++ backtrace in the message
-:func:`assert_well_formed`   ``well_formed`` raises           ``well_formed`` returns bool
-===========================  ===============================  =============================
+========================  ========================  ========================  ======================
+what                      0.25                      0.26                      0.27
+========================  ========================  ========================  ======================
+:data:`TensorType`        relax.TensorStructInfo    relax.TensorType          relax.TensorType
+:func:`type_of`           expr.struct_info          expr.ty                   expr.ty
+:func:`var_name`          var.name_hint             var.name                  var.name
+:data:`Constant`          relax.Constant            relax.Constant            tvm.ir.GenericConst
+:func:`constant_tensor`   const.data                const.data                const.value
+:data:`VISIT_CONSTANT`    visit_constant\_          visit_constant\_          visit_generic_const\_
+========================  ========================  ========================  ======================
+
+In 0.25 ``relax.TensorType`` exists too, but is the old ``DynTensorType(ndim, dtype)``;
+an unset conv2d ``out_dtype`` is None from 0.26 on and an empty (falsy) dtype in 0.25, so
+code tests it for truth, never against None.
+The three also need different ``apache-tvm-ffi`` releases: ``constraints/`` pins them.
 
 Key idea: keep this module tiny and flat, so supporting another TVM version means
 editing one table, not hunting through the fuzzer.
@@ -26,16 +28,16 @@ editing one table, not hunting through the fuzzer.
 from __future__ import annotations
 
 import re
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 import tvm
+import tvm_ffi
 from tvm import relax
 
 __all__ = [
+    "VISIT_CONSTANT",
     "Constant",
-    "NotWellFormed",
     "RuntimeTensor",
     "TensorType",
     "assert_well_formed",
@@ -43,7 +45,6 @@ __all__ = [
     "constant_value",
     "structural_equal",
     "summarise_error",
-    "tirx",
     "to_device",
     "tvm_version",
     "type_of",
@@ -51,23 +52,15 @@ __all__ = [
 ]
 
 
-def _tirx() -> ModuleType:
-    module = getattr(tvm, "tirx", None)
-    if module is None:  # TVM < 0.27
-        module = tvm.tir
-    assert isinstance(module, ModuleType)
-    return module
-
-
-#: The TIR namespace (``tvm.tirx`` in 0.27, ``tvm.tir`` before).
-tirx: ModuleType = _tirx()
-
 #: The Relax tensor type constructor: ``TensorType(shape, dtype)``.
-TensorType: Any = getattr(relax, "TensorType", None) or relax.TensorStructInfo
+TensorType: Any = getattr(relax, "TensorStructInfo", None) or relax.TensorType
 
 
 #: The class of Relax tensor constants (what ``relax.const`` returns).
 Constant: Any = getattr(tvm.ir, "GenericConst", None) or relax.Constant
+
+#: The name of the ``relax.PyExprMutator`` method TVM calls for a tensor constant.
+VISIT_CONSTANT = "visit_generic_const_" if hasattr(tvm.ir, "GenericConst") else "visit_constant_"
 
 
 def constant_tensor(const: Any) -> Any:
@@ -83,7 +76,7 @@ def constant_value(const: Any) -> np.ndarray[Any, Any]:
 
 
 #: The class of runtime tensors the VM returns.
-RuntimeTensor: Any = getattr(tvm.runtime, "Tensor", None) or tvm.nd.NDArray
+RuntimeTensor: Any = tvm.runtime.Tensor
 
 
 def tvm_version() -> str:
@@ -105,10 +98,7 @@ def var_name(var: Any) -> str:
 
 def to_device(array: np.ndarray[Any, Any], device: Any = None) -> Any:
     """Copy a NumPy array (any dtype, bfloat16 via ml_dtypes) to a TVM runtime tensor."""
-    make = getattr(tvm.runtime, "tensor", None)
-    if make is None:  # before the tvm-ffi rename
-        make = tvm.nd.array
-    return make(np.ascontiguousarray(array), device=device or tvm.cpu())
+    return tvm.runtime.tensor(np.ascontiguousarray(array), device=device or tvm.cpu())
 
 
 #: Longest message :func:`summarise_error` returns.
@@ -131,27 +121,12 @@ def summarise_error(exc: BaseException) -> str:
     return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
 
 
-class NotWellFormed(Exception):
-    """Raised by :func:`assert_well_formed` where TVM's check only answers False."""
-
-
 def assert_well_formed(mod: Any) -> None:
-    """Raise if ``mod`` is not a well-formed Relax module.
-
-    In 0.27 ``relax.analysis.well_formed`` raises on the first violation (with a
-    precise message) and returns None; ``check_well_formed`` is the boolean form.
-    Before, ``well_formed`` returned a bool.
-    """
-    if hasattr(relax.analysis, "check_well_formed"):
-        relax.analysis.well_formed(mod)
-    elif not relax.analysis.well_formed(mod):
-        raise NotWellFormed("relax.analysis.well_formed returned False")
+    """Raise (with TVM's message for the first violation) if ``mod`` is not a
+    well-formed Relax module. Same in all three versions."""
+    relax.analysis.well_formed(mod)
 
 
 def structural_equal(lhs: Any, rhs: Any) -> bool:
     """Structural equality of two IR objects (modules, functions, expressions)."""
-    try:
-        import tvm_ffi
-    except ImportError:  # before tvm-ffi was split out
-        return bool(tvm.ir.structural_equal(lhs, rhs))
     return bool(tvm_ffi.structural_equal(lhs, rhs))

@@ -317,12 +317,15 @@ def _tvm_commit() -> str:
     return str(commit) or "not recorded in this TVM build"
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` by a rename: readers see the old file or the new one, never half."""
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write ``data`` to ``path`` by a rename: readers see the old file or the new one, never
+    half; if the write fails (a full disk), the old file stays and no temporary is left."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
+        with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())  # on disk before the rename makes it visible
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

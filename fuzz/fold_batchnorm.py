@@ -66,7 +66,7 @@ _CONV2D = tvm.ir.Op.get("relax.nn.conv2d")
 _BATCH_NORM = tvm.ir.Op.get("relax.nn.batch_norm")
 # ``relax.const`` returns ``tvm.ir.GenericConst`` from TVM 0.27 on, ``relax.Constant`` before.
 _CONSTANTS = tuple(c for c in (getattr(tvm.ir, "GenericConst", None), getattr(relax, "Constant", None)) if c)
-_to_tensor = getattr(tvm.runtime, "tensor", None) or tvm.nd.array
+_to_tensor = tvm.runtime.tensor
 #: Folded biases stay below max / _BIAS_MARGIN of their dtype (see the module docstring).
 _BIAS_MARGIN = 4.0
 
