@@ -1,6 +1,8 @@
 """Determinism: every corpus entry replays bit for bit, three times, each in a fresh
 process (same outputs before and after the pass, same verdict; for a crash, the same
-symptom and signal)."""
+symptom and signal); and a campaign with the same seed checks the same cases, in the
+same order, with the same verdicts, and reports the same findings, in a fresh process
+(with its own hash seed) each time."""
 
 from __future__ import annotations
 
@@ -50,3 +52,41 @@ def test_every_entry_replays_bit_identically_in_three_fresh_processes() -> None:
         list((ROOT / "corpus" / "pipelines").glob("*.json"))
     )
     assert runs[0] == runs[1] == runs[2]
+
+
+#: A campaign against upstream, fingerprinted: every case it checked, in order (during
+#: generation and shrinking), with its verdict; then the signatures it reports.
+CAMPAIGN = """
+import hashlib
+from fuzz.campaign import check, run_campaign
+from fuzz.case import dumps
+from fuzz.compile_cache import CompileCache
+from fuzz.passes import resolve_pass
+upstream, runner, digest, count = resolve_pass("upstream"), CompileCache().run, hashlib.sha256(), 0
+def checker(case, pipeline):
+    global count
+    checked = check(case, upstream, runner, pipeline)
+    findings = [(f.symptom.value, f.error_type, f.message) for f in checked.verdict.findings]
+    digest.update(dumps(case).encode() + repr(findings).encode())
+    count += 1
+    return checked
+result = run_campaign(upstream, max_examples=50, seed=7, shrink_seconds=3600, checker=checker)
+print(count, digest.hexdigest(), sorted(str(hit.signature) for hit in result.hits))
+"""
+
+
+def test_the_same_seed_checks_the_same_cases_with_the_same_verdicts() -> None:
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", CAMPAIGN],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=900,
+            check=True,
+        ).stdout
+        for _ in range(2)
+    ]
+    count, _, signatures = runs[0].split(" ", 2)
+    assert int(count) > 50 and signatures.strip() != "[]"  # it shrank something
+    assert runs[0] == runs[1]
