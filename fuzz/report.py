@@ -235,6 +235,7 @@ def render_script(entry: Entry, pass_expression: str | None = None) -> str:
         "import numpy as np",
         "import tvm",
         "from tvm import relax",
+        "from tvm.script import relax as R",
     ]
     if needs_bf16:
         lines.append("import ml_dtypes")
@@ -250,10 +251,10 @@ def render_script(entry: Entry, pass_expression: str | None = None) -> str:
     lines += [
         "",
         "bb = relax.BlockBuilder()",
-        'x = relax.Var("x", relax.TensorType(x_value.shape, str(x_value.dtype)))',
+        'x = relax.Var("x", R.Tensor(x_value.shape, str(x_value.dtype)))',
     ]
     for p in params[1:]:
-        lines.append(f'{p}_var = relax.Var("{p}", relax.TensorType({p}.shape, str({p}.dtype)))')
+        lines.append(f'{p}_var = relax.Var("{p}", R.Tensor({p}.shape, str({p}.dtype)))')
     param_vars = ", ".join(["x"] + [f"{p}_var" for p in params[1:]])
     lines.append(f'with bb.function("main", [{param_vars}]):')
     lines.append("    with bb.dataflow():")

@@ -177,10 +177,11 @@ def test_tvm_gates_a_sequential_but_not_a_direct_call() -> None:
     # (opt level 1), and calling the pass directly runs it.
     from tvm import relax
 
+    from fuzz.compat import TensorType
     from fuzz.pipeline import PipelinePass
 
     bb = relax.BlockBuilder()
-    x = relax.Var("x", relax.TensorType((2,), "float32"))
+    x = relax.Var("x", TensorType((2,), "float32"))
     with bb.function("main", [x]):
         with bb.dataflow():
             bb.emit(relax.op.add(x, x))  # dead

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.cli import main
+from fuzz.cli import SUPPORTED_TVM, main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -89,3 +89,8 @@ def test_an_unsupported_tvm_can_be_tried_on_request(tmp_path: Path) -> None:
     done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=tmp_path, timeout=120)
     # past the check, the fake TVM fails at the first real use: not the version message
     assert "not supported" not in done.stderr and done.returncode != 0
+
+
+def test_the_supported_releases_are_the_ones_the_makefile_can_install() -> None:
+    installable = {p.stem.removeprefix("tvm-") for p in (ROOT / "constraints").glob("tvm-*.txt")}
+    assert set(SUPPORTED_TVM) == installable
