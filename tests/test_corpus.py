@@ -1,17 +1,14 @@
 """The corpus: every entry replays as it expects (each upstream defect class fails on
-``upstream`` and passes on ``fixed``), files are stable, bad files are named errors."""
+``upstream`` and passes on ``fixed``), files are stable. Bad files are in
+``tests/reliability/test_bad_input.py``."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from cases import make_case
 
-from fuzz.case import case_to_json
-from fuzz.cli import main
-from fuzz.corpus import ENTRY_SCHEMA, Entry, EntryError, dumps_entry, load_entry, replay
+from fuzz.corpus import Entry, dumps_entry, load_entry, replay
 from fuzz.minimize import found, minimality
 from fuzz.passes import resolve_pass
 from fuzz.signature import classify
@@ -87,60 +84,3 @@ def test_pipeline_entry_replays_as_expected(path: Path) -> None:
         result = replay(entry, name)
         assert result.as_expected, f"{path.name} on {name}: {result.status}, expected {result.expected}"
     assert dumps_entry(entry) == path.read_text()
-
-
-def write_entry(tmp_path: Path, edit: object = None, text: str | None = None) -> Path:
-    obj = {
-        "schema": ENTRY_SCHEMA,
-        "case": case_to_json(make_case(kernel_layout="IOHW")),
-        "pass": "upstream",
-        "symptom": "pass-exception",
-        "stage": "pass",
-        "signature": "pass-exception:AttributeError[kernel_layout=IOHW]",
-        "message": "",
-        "expect": {"upstream": "fails", "fixed": "passes"},
-        "reason": {},
-        "provenance": {},
-    }
-    if callable(edit):
-        edit(obj)
-    path = tmp_path / "entry.json"
-    path.write_text(text if text is not None else json.dumps(obj))
-    return path
-
-
-def test_a_good_entry_loads(tmp_path: Path) -> None:
-    assert load_entry(write_entry(tmp_path)).expect["upstream"] == "fails"
-
-
-BAD = {
-    "truncated": (None, '{"schema": 1, "case": {', "file"),
-    "schema": (lambda o: o.update(schema=99), None, "schema"),
-    "case-schema": (lambda o: o["case"].update(schema=7), None, "case.schema"),
-    "size": (lambda o: o["case"]["data"]["values"].pop(), None, "case.data"),
-    "dtype": (lambda o: o["case"]["data"].update(dtype="float8"), None, "case.data.dtype"),
-    "expect": (lambda o: o["expect"].update(fixed="works"), None, "expect.fixed"),
-    "missing": (lambda o: o.pop("symptom"), None, "symptom"),
-}
-
-
-@pytest.mark.parametrize("name", sorted(BAD))
-def test_bad_entries_name_the_file_and_the_field(tmp_path: Path, name: str) -> None:
-    edit, text, field = BAD[name]
-    path = write_entry(tmp_path, edit, text)
-    with pytest.raises(EntryError) as info:
-        load_entry(path)
-    assert str(path) in str(info.value) and info.value.field.startswith(field), str(info.value)
-
-
-def test_replay_reports_a_bad_entry_and_replays_the_rest(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    good = write_entry(tmp_path)
-    bad = tmp_path / "bad.json"
-    bad.write_text("{")
-    assert main(["replay", str(bad), str(good)]) == 2
-    captured = capsys.readouterr()
-    assert f"{bad}: file: not valid JSON" in captured.err
-    assert f"ok   {good} on upstream: fails (expected fails)" in captured.out
-    assert f"ok   {good} on fixed: passes (expected passes)" in captured.out

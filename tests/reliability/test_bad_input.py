@@ -1,17 +1,22 @@
-"""Bad command-line input: every out-of-range or malformed argument, and a missing or
-unsupported TVM, is a one-line error naming the option (or TVM), exit 2, before any work
-starts."""
+"""Bad input: every out-of-range or malformed argument, and a missing or unsupported TVM,
+is a one-line error naming the option (or TVM), exit 2, before any work starts; a
+malformed corpus entry is an error naming the file and the field, and the others are
+still replayed."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from cases import make_case
 
+from fuzz.case import case_to_json
 from fuzz.cli import SUPPORTED_TVM, main
+from fuzz.corpus import ENTRY_SCHEMA, EntryError, load_entry
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -94,3 +99,64 @@ def test_an_unsupported_tvm_can_be_tried_on_request(tmp_path: Path) -> None:
 def test_the_supported_releases_are_the_ones_the_makefile_can_install() -> None:
     installable = {p.stem.removeprefix("tvm-") for p in (ROOT / "constraints").glob("tvm-*.txt")}
     assert set(SUPPORTED_TVM) == installable
+
+
+# Corpus entries: a truncated or hand-edited file is an error naming the file and the
+# field; replay reports it (exit 2) and still replays the others.
+
+
+def write_entry(tmp_path: Path, edit: object = None, text: str | None = None) -> Path:
+    obj = {
+        "schema": ENTRY_SCHEMA,
+        "case": case_to_json(make_case(kernel_layout="IOHW")),
+        "pass": "upstream",
+        "symptom": "pass-exception",
+        "stage": "pass",
+        "signature": "pass-exception:AttributeError[kernel_layout=IOHW]",
+        "message": "",
+        "expect": {"upstream": "fails", "fixed": "passes"},
+        "reason": {},
+        "provenance": {},
+    }
+    if callable(edit):
+        edit(obj)
+    path = tmp_path / "entry.json"
+    path.write_text(text if text is not None else json.dumps(obj))
+    return path
+
+
+def test_a_good_entry_loads(tmp_path: Path) -> None:
+    assert load_entry(write_entry(tmp_path)).expect["upstream"] == "fails"
+
+
+BAD_ENTRIES = {
+    "truncated": (None, '{"schema": 1, "case": {', "file"),
+    "schema": (lambda o: o.update(schema=99), None, "schema"),
+    "case-schema": (lambda o: o["case"].update(schema=7), None, "case.schema"),
+    "size": (lambda o: o["case"]["data"]["values"].pop(), None, "case.data"),
+    "dtype": (lambda o: o["case"]["data"].update(dtype="float8"), None, "case.data.dtype"),
+    "expect": (lambda o: o["expect"].update(fixed="works"), None, "expect.fixed"),
+    "missing": (lambda o: o.pop("symptom"), None, "symptom"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_ENTRIES))
+def test_bad_entries_name_the_file_and_the_field(tmp_path: Path, name: str) -> None:
+    edit, text, field = BAD_ENTRIES[name]
+    path = write_entry(tmp_path, edit, text)
+    with pytest.raises(EntryError) as info:
+        load_entry(path)
+    assert str(path) in str(info.value) and info.value.field.startswith(field), str(info.value)
+
+
+def test_replay_reports_a_bad_entry_and_replays_the_rest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = write_entry(tmp_path)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    assert main(["replay", str(bad), str(good)]) == 2
+    captured = capsys.readouterr()
+    assert f"{bad}: file: not valid JSON" in captured.err
+    assert f"ok   {good} on upstream: fails (expected fails)" in captured.out
+    assert f"ok   {good} on fixed: passes (expected passes)" in captured.out
