@@ -38,4 +38,4 @@ test: lint
 	$(BIN)/python -m pytest
 
 clean:
-	rm -rf $(VENV) .hypothesis .pytest_cache .mypy_cache .ruff_cache findings
+	rm -rf $(VENV) .venv-* tvm-versions .hypothesis .pytest_cache .mypy_cache .ruff_cache findings
