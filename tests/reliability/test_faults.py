@@ -63,9 +63,10 @@ def test_ctrl_c_keeps_every_finding_and_still_summarises_and_reports(tmp_path: P
 
 
 def test_kill_9_of_a_worker_keeps_its_findings_and_the_others_report(tmp_path: Path) -> None:
-    out = tmp_path / "findings"
+    out, report = tmp_path / "findings", tmp_path / "report"
+    database = str(tmp_path / "db")
     with campaign(
-        "--workers", "2", "--budget", "45", "--out", str(out), "--database", str(tmp_path / "db")
+        "--workers", "2", "--budget", "45", "--out", str(out), "--database", database, "--report", str(report)
     ) as process:
         before = wait_for_findings(out, process)
         pids = subprocess.run(
@@ -79,3 +80,4 @@ def test_kill_9_of_a_worker_keeps_its_findings_and_the_others_report(tmp_path: P
     for name, text in before.items():  # written before the kill: still there, still whole
         assert json.loads((out / name).read_text())["signature"] == json.loads(text)["signature"]
     assert process.returncode in (0, 1)
+    assert (report / "report.md").exists() and (report / "report.png").exists()
