@@ -25,6 +25,7 @@ import signal
 import sys
 import threading
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -35,7 +36,7 @@ import hypothesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
-from hypothesis.errors import Flaky
+from hypothesis.errors import Flaky, HypothesisWarning
 from hypothesis.reporting import with_reporter
 
 import strategies
@@ -320,7 +321,11 @@ class _Campaign:
             report_multiple_bugs=False,
         )(hypothesis.seed(seed)(given(strategy)(self.body)))
         try:
-            with with_reporter(lambda _message: None):
+            # Hypothesis's report of the failing example is discarded, and so is its warning
+            # that the example's repr is large (a case shrinking stopped early): under
+            # ``-W error`` that warning would end the campaign.
+            with with_reporter(lambda _message: None), warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "Generating overly large repr", HypothesisWarning)
                 test()
         except (_OutOfBudget, _Found):
             pass

@@ -10,9 +10,10 @@ import pytest
 import tvm
 from cases import make_case
 from hypothesis import strategies as st
+from hypothesis.internal.reflection import nicerepr
 
 from fuzz.campaign import run_campaign
-from fuzz.case import Case
+from fuzz.case import Case, Topology
 from fuzz.compile_cache import CompileCache
 from fuzz.passes import resolve_pass
 
@@ -107,3 +108,12 @@ def test_a_second_ctrl_c_stops_at_once() -> None:
         resolve_pass("identity"), max_examples=20, cases=st.just(CLEAN), checker=press_twice
     )  # type: ignore[arg-type]
     assert result.interrupted and result.hits == [] and presses == 1
+
+
+def test_a_large_failing_case_does_not_end_the_campaign_with_a_repr_warning() -> None:
+    # Hypothesis warns when it builds a repr over 30 kB for its (discarded) report of the
+    # failing example, as when shrinking stopped early; the test suite makes warnings errors.
+    big = make_case(topology=Topology.CHAIN, c_in=16, c_out=16, height=8, width=8, kernel_layout="IOHW")
+    assert len(nicerepr((None, (big,)))) > 30_000  # as Hypothesis will print the example
+    result = run_campaign(resolve_pass("upstream"), max_examples=3, cases=st.just(big))
+    assert [hit.finding.symptom.value for hit in result.hits] == ["pass-exception"]
