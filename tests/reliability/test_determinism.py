@@ -36,18 +36,17 @@ for path in sorted(Path("corpus").glob("*.json")) + sorted(Path("corpus/pipeline
 """
 
 
-def test_every_entry_replays_bit_identically_in_three_fresh_processes() -> None:
-    runs = [
-        subprocess.run(
-            [sys.executable, "-c", FINGERPRINT],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=600,
-            check=True,
-        ).stdout
-        for _ in range(3)
+def in_fresh_processes(script: str, times: int) -> list[str]:
+    """What ``script`` prints, run ``times`` times, each in a fresh Python process."""
+    run = [sys.executable, "-c", script]
+    return [
+        subprocess.run(run, capture_output=True, text=True, cwd=ROOT, timeout=900, check=True).stdout
+        for _ in range(times)
     ]
+
+
+def test_every_entry_replays_bit_identically_in_three_fresh_processes() -> None:
+    runs = in_fresh_processes(FINGERPRINT, 3)
     assert runs[0].count("\n") == len(list((ROOT / "corpus").glob("*.json"))) + len(
         list((ROOT / "corpus" / "pipelines").glob("*.json"))
     )
@@ -76,17 +75,7 @@ print(count, digest.hexdigest(), sorted(str(hit.signature) for hit in result.hit
 
 
 def test_the_same_seed_checks_the_same_cases_with_the_same_verdicts() -> None:
-    runs = [
-        subprocess.run(
-            [sys.executable, "-c", CAMPAIGN],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=900,
-            check=True,
-        ).stdout
-        for _ in range(2)
-    ]
+    runs = in_fresh_processes(CAMPAIGN, 2)
     count, _, signatures = runs[0].split(" ", 2)
     assert int(count) > 50 and signatures.strip() != "[]"  # it shrank something
     assert runs[0] == runs[1]
