@@ -1,20 +1,22 @@
 """Materialise a :class:`~fuzz.case.Case` as a Relax module (spec -> framework object).
 
-Two functions, one per half of a call:
-
-- :func:`build_module` turns a case into an ``IRModule`` with one function ``main``,
-  written with ``relax.BlockBuilder`` the way a frontend writes it: one dataflow block,
-  one binding per operator, ``TupleGetItem(batch_norm(...), 0)`` as its own binding.
+- :func:`build_module` turns a case into an ``IRModule`` whose exported function is
+  ``main``: for the ``relax`` importer it emits the bindings of
+  :func:`fuzz.program.program` with ``relax.BlockBuilder`` (one binding per operator,
+  the batch_norm tuple bound before it is projected, in the :class:`~fuzz.case.Form`
+  the case asks for); for the ``onnx`` importer it writes the case as an ONNX model
+  (:mod:`fuzz.onnx_graph`) and imports it with TVM's ``from_onnx``.
 - :func:`runtime_inputs` gives the arrays to pass to ``main``, in parameter order.
-- :func:`lift_constants` turns every constant of ``main`` into a trailing parameter
-  (the form a compile-once cache keys on); :func:`unfolded_program` is that lifted
-  module memoised per structure, with the inputs to run it: a compile-once runner
-  uses it for the baseline, one module object per structure, not one per value set.
+- :func:`lift_constants` turns every constant into a trailing parameter (the form a
+  compile-once cache keys on), through calls between functions; :func:`unfolded_program`
+  is that lifted module memoised per structure, with the inputs to run it: a
+  compile-once runner uses it for the baseline, one module object per structure, not
+  one per value set.
 
-Key idea: the parameter list is derived from the case alone. ``x`` comes first, then,
-for each block ``i`` and each operand named in ``case.parameters`` (in
-:data:`~fuzz.case.OPERANDS` order), a parameter ``f"{name}{i}"``. Every other operand
-is an inline ``relax.const``, which is exactly the form parameters take after
+Key idea: the parameter list is derived from the case alone
+(:func:`fuzz.program.parameter_names`): ``x``, then for each block ``i`` each operand
+named in ``case.parameters`` as ``f"{name}{i}"``, then ``skip``. Every other operand is
+an inline ``relax.const``, which is exactly the form parameters take after
 ``relax.transform.BindParams``, the form ``FoldBatchnormToConv2D`` matches.
 Attributes are copied verbatim (a negative batch_norm axis stays negative), so the
 module is what the case says, not a normalised version of it.
@@ -29,8 +31,19 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from fuzz.case import OPERANDS, Block, Case, Tensor, Topology
-from fuzz.compat import VISIT_CONSTANT, TensorType, constant_tensor, summarise_error, to_device, type_of
+from fuzz.case import OPERANDS, Case, Importer, Tensor
+from fuzz.compat import (
+    VISIT_CONSTANT,
+    TensorType,
+    constant_tensor,
+    summarise_error,
+    to_device,
+    type_of,
+    var_name,
+)
+from fuzz.onnx_graph import onnx_model
+from fuzz.program import Binding, Function, named_tensors, program
+from fuzz.program import parameter_names as program_parameters
 
 __all__ = [
     "DATA_NAME",
@@ -39,6 +52,7 @@ __all__ = [
     "ModuleError",
     "build_module",
     "device_tensor",
+    "import_onnx",
     "lift_constants",
     "parameter_names",
     "runtime_inputs",
@@ -63,25 +77,19 @@ class ModuleError(ValueError):
     """
 
 
-def _operands(case: Case) -> list[tuple[str, Tensor]]:
-    """``(parameter name, tensor)`` for every parameter after ``x``, in order."""
-    out: list[tuple[str, Tensor]] = []
-    for i, block in enumerate(case.blocks):
-        for name in OPERANDS:
-            tensor = block.operand(name)
-            if name in case.parameters and tensor is not None:
-                out.append((f"{name}{i}", tensor))
-    return out
-
-
 def parameter_names(case: Case) -> list[str]:
     """The names of ``main``'s parameters, in order (``x`` first)."""
-    return [DATA_NAME] + [name for name, _ in _operands(case)]
+    return list(program_parameters(case))
+
+
+def _parameter_tensors(case: Case) -> list[Tensor]:
+    tensors = named_tensors(case)
+    return [tensors[name] for name in program_parameters(case)]
 
 
 def runtime_inputs(case: Case) -> list[np.ndarray[Any, Any]]:
     """The arrays to pass to ``main``, in parameter order, each in its exact dtype."""
-    return [case.data.numpy()] + [tensor.numpy() for _, tensor in _operands(case)]
+    return [tensor.numpy() for tensor in _parameter_tensors(case)]
 
 
 class IdentityMemo(Generic[_V]):
@@ -125,22 +133,37 @@ def device_tensor(tensor: Tensor) -> Any:
 
 def runtime_tensors(case: Case) -> list[Any]:
     """:func:`runtime_inputs` as TVM runtime tensors (see :func:`device_tensor`)."""
-    return [device_tensor(case.data)] + [device_tensor(tensor) for _, tensor in _operands(case)]
+    return [device_tensor(tensor) for tensor in _parameter_tensors(case)]
 
 
 class _ConstantLifter(relax.PyExprMutator):
-    """Replaces every tensor constant by a fresh parameter, in visiting order."""
+    """Replaces every tensor constant by a fresh parameter, in visiting order; a call of a
+    function in ``callees`` (whose constants were lifted already) passes those on as
+    further fresh parameters."""
 
-    def __init__(self, mod: tvm.IRModule) -> None:
+    def __init__(self, mod: tvm.IRModule, callees: dict[str, tuple[Any, list[Any]]]) -> None:
         super().__init__(mod)
+        self.callees = callees
         self.params: list[Any] = []
         self.values: list[Any] = []
 
-    def lift(self, op: Any) -> Any:
-        var = relax.Var(f"lifted{len(self.params)}", type_of(op))
+    def _fresh(self, ty: Any, value: Any) -> Any:
+        var = relax.Var(f"lifted{len(self.params)}", ty)
         self.params.append(var)
-        self.values.append(constant_tensor(op))
+        self.values.append(value)
         return var
+
+    def lift(self, op: Any) -> Any:
+        return self._fresh(type_of(op), constant_tensor(op))
+
+    def visit_call_(self, call: Any) -> Any:
+        known = self.callees.get(var_name(call.op)) if isinstance(call.op, tvm.ir.GlobalVar) else None
+        if known is None:
+            return super().visit_call_(call)
+        gv, lifted = known
+        args = [self.visit_expr(a) for a in call.args]
+        args += [self._fresh(type_of(p), v) for p, v in lifted]
+        return relax.Call(gv, args, call.attrs)
 
 
 # TVM calls the method by a version-dependent name, and ``mutator`` reads the names when
@@ -149,16 +172,45 @@ setattr(_ConstantLifter, VISIT_CONSTANT, _ConstantLifter.lift)
 _LiftConstants = relax.expr_functor.mutator(_ConstantLifter)
 
 
-def lift_constants(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[Any]]:
-    """``mod`` with every tensor constant of ``main`` made a trailing parameter, and their
-    values as the runtime tensors the constants hold (ready for the VM, not copied).
-    The module's other functions (a pipeline's legalized or fused ones) are kept."""
-    func = mod[FUNCTION_NAME]
-    lifter = _LiftConstants(mod)
+def _lifted_function(func: Any, lifter: Any) -> Any:
     body = lifter.visit_expr(func.body)
-    lifted = relax.Function(list(func.params) + lifter.params, body, None, func.is_pure, func.attrs)
-    functions = dict(mod.functions)
-    functions[mod.get_global_var(FUNCTION_NAME)] = lifted
+    return relax.Function(list(func.params) + lifter.params, body, None, func.is_pure, func.attrs)
+
+
+def lift_constants(mod: tvm.IRModule) -> tuple[tvm.IRModule, list[Any]]:
+    """``mod`` with every tensor constant of its Relax functions made a parameter, and
+    the values ``main`` must now be given after its own parameters (the runtime tensors
+    the constants held, not copied).
+
+    A function ``main`` calls takes its constants as trailing parameters, and ``main``
+    passes them on from trailing parameters of its own, in the order it meets the
+    constants and calls. Other functions (a pipeline's legalized or fused ones) are kept.
+    """
+    callees: dict[str, tuple[Any, list[Any]]] = {}
+    lifted_callees: dict[str, Any] = {}
+    for gv, func in mod.functions.items():
+        if not isinstance(func, relax.Function) or var_name(gv) == FUNCTION_NAME:
+            continue
+        lifter = _LiftConstants(mod, {})
+        lifted = _lifted_function(func, lifter)
+        if lifter.params:
+            lifted_callees[var_name(gv)] = lifted
+            callees[var_name(gv)] = (None, list(zip(lifter.params, lifter.values, strict=True)))
+    if not callees:
+        lifter = _LiftConstants(mod, {})
+        functions = dict(mod.functions)
+        functions[mod.get_global_var(FUNCTION_NAME)] = _lifted_function(mod[FUNCTION_NAME], lifter)
+        return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos), lifter.values
+    # A callee's signature changes: add it anew (the builder types its global variable).
+    bb = relax.BlockBuilder(
+        tvm.IRModule({gv: f for gv, f in mod.functions.items() if var_name(gv) not in callees})
+    )
+    for name, lifted in lifted_callees.items():
+        callees[name] = (bb.add_func(lifted, name), callees[name][1])
+    lifter = _LiftConstants(bb.get(), callees)
+    main = _lifted_function(mod[FUNCTION_NAME], lifter)
+    bb.update_func(bb.get().get_global_var(FUNCTION_NAME), main)
+    functions = dict(bb.get().functions)
     return tvm.IRModule(functions, attrs=mod.attrs, global_infos=mod.global_infos), lifter.values
 
 
@@ -171,39 +223,63 @@ def structure_key(case: Case) -> tuple[Any, ...]:
     blocks = tuple(
         (block.bn, block.conv, *(shape(block.operand(name)) for name in OPERANDS)) for block in case.blocks
     )
-    return (case.topology, shape(case.data), case.parameters, blocks)
+    return (case.topology, shape(case.data), case.parameters, blocks, case.epilogue, case.form)
 
 
-_UNFOLDED: OrderedDict[tuple[Any, ...], tvm.IRModule] = OrderedDict()
+#: Where each trailing parameter of a lifted module gets its value: the name of a case
+#: tensor, or (for a constant the importer made itself, such as a clip's bounds) the
+#: runtime tensor it always holds.
+_Recipe = list[str | Any]
+_UNFOLDED: OrderedDict[tuple[Any, ...], tuple[tvm.IRModule, _Recipe]] = OrderedDict()
 _UNFOLDED_CAPACITY = 1024
 
 
+def _recipe(case: Case, values: list[Any]) -> _Recipe:
+    """Match the lifted constants of ``case``'s module, in order, to its constant operands
+    (by exact value), the rest being the importer's own."""
+    expected = [(name, t) for name, t in named_tensors(case).items() if name not in program_parameters(case)]
+    recipe: _Recipe = []
+    cursor = 0
+    for value in values:
+        array = value.numpy()
+        if cursor < len(expected):
+            name, tensor = expected[cursor]
+            mine = tensor.numpy()
+            if array.shape == mine.shape and array.dtype == mine.dtype and array.tobytes() == mine.tobytes():
+                recipe.append(name)
+                cursor += 1
+                continue
+        recipe.append(value)
+    if cursor != len(expected):
+        raise AssertionError(
+            f"the module of this case holds {cursor} of its {len(expected)} constant operands in the "
+            "expected order: a bug in fuzz.build or fuzz.onnx_graph"
+        )
+    return recipe
+
+
 def unfolded_program(case: Case) -> tuple[tvm.IRModule, list[Any]]:
-    """``case``'s module with every operand a parameter, and the inputs to run it with
+    """``case``'s module with every constant a parameter, and the inputs to run it with
     (runtime tensors, see :func:`device_tensor`).
 
     The module is :func:`build_module`'s with its constants turned into trailing
-    parameters in the order they are used (what
-    :func:`lift_constants` makes of it), so it computes the same
-    thing and, when a pass leaves a module unchanged, both compile to one entry.
-    The module object is shared by all cases with one :func:`structure_key` (an LRU
-    of 1024), so a cache can recognise it without hashing it again.
+    parameters in the order they are used (what :func:`lift_constants` makes of it), so
+    it computes the same thing and, when a pass leaves a module unchanged, both compile
+    to one entry. The module object is shared by all cases with one
+    :func:`structure_key` (an LRU of 1024), so a cache can recognise it without hashing
+    it again.
     """
     key = structure_key(case)
-    mod = _UNFOLDED.get(key)
-    if mod is None:
-        mod = _UNFOLDED[key] = lift_constants(build_module(case))[0]
+    known = _UNFOLDED.get(key)
+    if known is None:
+        mod, values = lift_constants(build_module(case))
+        known = _UNFOLDED[key] = (mod, _recipe(case, values))
         while len(_UNFOLDED) > _UNFOLDED_CAPACITY:
             _UNFOLDED.popitem(last=False)
     _UNFOLDED.move_to_end(key)
-    # Constants in the order the module uses them: block by block, the conv's weight,
-    # then batch_norm's gamma, beta, mean, var (the order of OPERANDS).
-    constants = [
-        device_tensor(tensor)
-        for block in case.blocks
-        for name in OPERANDS
-        if name not in case.parameters and (tensor := block.operand(name)) is not None
-    ]
+    mod, recipe = known
+    tensors = named_tensors(case)
+    constants = [device_tensor(tensors[item]) if isinstance(item, str) else item for item in recipe]
     return mod, runtime_tensors(case) + constants
 
 
@@ -211,97 +287,91 @@ def _var(name: str, tensor: Tensor) -> relax.Var:
     return relax.Var(name, TensorType(tensor.shape, tensor.dtype))
 
 
-def _emit_block(
-    bb: relax.BlockBuilder, i: int, block: Block, data: relax.Expr, operands: dict[str, relax.Expr]
-) -> tuple[relax.Expr, relax.Var]:
-    """Emit ``batch_norm(conv2d(data, weight), ...)``; return (batch_norm input, its tuple)."""
+def _expr(binding: Binding, env: dict[str, Any], constants: dict[str, Tensor], bb: relax.BlockBuilder) -> Any:
+    """The Relax expression of one binding of a :class:`~fuzz.program.Program`."""
 
-    def operand(name: str) -> relax.Expr:
-        key = f"{name}{i}"
-        if key in operands:
-            return operands[key]
-        tensor = block.operand(name)
-        assert tensor is not None, f"block {i} has no {name}"
+    def arg(name: str) -> Any:
+        if name in env:
+            return env[name]
         # Through a runtime tensor: ``relax.const`` would turn a float64 array into float32.
-        return relax.const(device_tensor(tensor))
+        return relax.const(device_tensor(constants[name]))
 
-    if block.conv is not None:
-        conv = block.conv
-        data = bb.emit(
-            relax.op.nn.conv2d(
-                data,
-                operand("weight"),
-                strides=conv.strides,
-                padding=conv.padding,
-                dilation=conv.dilation,
-                groups=conv.groups,
-                data_layout=conv.data_layout,
-                kernel_layout=conv.kernel_layout,
-                out_layout=conv.data_layout,
-                out_dtype=conv.out_dtype or None,
-            ),
-            name_hint=f"conv{i}",
-        )
-    bn = block.bn
-    return data, bb.emit(
-        relax.op.nn.batch_norm(
-            data,
-            operand("gamma"),
-            operand("beta"),
-            operand("mean"),
-            operand("var"),
-            axis=bn.axis,
-            epsilon=bn.epsilon,
-            center=bn.center,
-            scale=bn.scale,
-            momentum=bn.momentum,
-            training=bn.training,
-        ),
-        name_hint=f"bn{i}",
-    )
+    args = [arg(a) for a in binding.args]
+    attrs = binding.attrs
+    op = binding.op
+    if op == "conv2d":
+        return relax.op.nn.conv2d(*args, **{**attrs, "out_dtype": attrs["out_dtype"] or None})
+    if op == "batch_norm":
+        return relax.op.nn.batch_norm(*args, **attrs)
+    if op == "get":
+        return relax.TupleGetItem(args[0], attrs["index"])
+    if op == "add":
+        return relax.op.add(*args)
+    if op == "reshape":
+        return relax.op.reshape(args[0], attrs["shape"])
+    if op == "relu":
+        return relax.op.nn.relu(args[0])
+    if op == "clip":
+        return relax.op.clip(args[0], attrs["min"], attrs["max"])
+    if op == "tuple":
+        return relax.Tuple(args)
+    if op == "call":
+        return relax.Call(bb.get().get_global_var(attrs["function"]), args)
+    raise AssertionError(f"unknown op {op!r} in a program")
+
+
+def _emit_function(bb: relax.BlockBuilder, func: Function, tensors: dict[str, Tensor], main: bool) -> None:
+    params = [_var(name, tensors[name]) for name in func.params]
+    env: dict[str, Any] = {name: var for name, var in zip(func.params, params, strict=True)}
+    constants = {name: t for name, t in tensors.items() if name not in env}
+    with bb.function(func.name, params, private=not main):
+        if func.dataflow:
+            with bb.dataflow():
+                # The block ends with its output binding ``gv``: the returned tuple itself,
+                # or an alias of the variable returned.
+                last = func.bindings[-1]
+                tail = last.op == "tuple" and last.var == func.output
+                for binding in func.bindings[:-1] if tail else func.bindings:
+                    env[binding.var] = bb.emit(_expr(binding, env, constants, bb), name_hint=binding.var)
+                output = bb.emit_output(_expr(last, env, constants, bb) if tail else env[func.output])
+        else:
+            for binding in func.bindings:
+                env[binding.var] = bb.emit(_expr(binding, env, constants, bb), name_hint=binding.var)
+            output = env[func.output]
+        bb.emit_func_output(output)
 
 
 def build_module(case: Case) -> tvm.IRModule:
     """The Relax module (``tvm.IRModule``) computing ``case``; see the module docstring."""
-    x = _var(DATA_NAME, case.data)
-    operands = {name: _var(name, tensor) for name, tensor in _operands(case)}
+    if case.form.importer is Importer.ONNX:
+        return import_onnx(case)
+    prog = program(case)
     bb = relax.BlockBuilder()
-    try:
-        with bb.function(FUNCTION_NAME, [x, *operands.values()]):
-            with bb.dataflow():
-                result = _emit_body(bb, case, x, operands)
-                output = bb.emit_output(result)
-            bb.emit_func_output(output)
-    except Exception as exc:  # TVM's type inference rejected an operator
-        # The scopes' __exit__ left a binding block and the parameter scope open;
-        # close them, or TVM warns "BlockBuilder destroyed with remaining blocks!".
-        bb._end_block()
-        bb.end_scope()
-        raise ModuleError(
-            f"TVM rejects the module for this case ({case.attributes()}): "
-            f"{type(exc).__name__}: {summarise_error(exc)}"
-        ) from exc
+    for func in prog.functions:
+        try:
+            _emit_function(bb, func, dict(prog.tensors), main=func.name == FUNCTION_NAME)
+        except Exception as exc:  # TVM's type inference rejected an operator
+            # The scopes' __exit__ left a binding block and the parameter scope open;
+            # close them, or TVM warns "BlockBuilder destroyed with remaining blocks!".
+            bb._end_block()
+            bb.end_scope()
+            raise ModuleError(
+                f"TVM rejects the module for this case ({case.attributes()}): "
+                f"{type(exc).__name__}: {summarise_error(exc)}"
+            ) from exc
     return bb.get()
 
 
-def _emit_body(
-    bb: relax.BlockBuilder, case: Case, x: relax.Var, operands: dict[str, relax.Expr]
-) -> relax.Expr:
-    topology = case.topology
-    first = case.blocks[0]
-    if topology is Topology.CHAIN:
-        _, bn0 = _emit_block(bb, 0, first, x, operands)
-        out0 = bb.emit(relax.TupleGetItem(bn0, 0), name_hint="out0")
-        relu = bb.emit(relax.op.nn.relu(out0), name_hint="relu0")
-        _, bn1 = _emit_block(bb, 1, case.blocks[1], relu, operands)
-        return bb.emit(relax.TupleGetItem(bn1, 0), name_hint="out1")
-    conv, bn = _emit_block(bb, 0, first, x, operands)
-    if topology in (Topology.CONV_BN, Topology.BN_ONLY):
-        return bb.emit(relax.TupleGetItem(bn, 0), name_hint="out0")
-    if topology is Topology.CONV_SHARED:
-        out = bb.emit(relax.TupleGetItem(bn, 0), name_hint="out0")
-        return relax.Tuple([out, conv])
-    if topology is Topology.BN_STATS:
-        items = [bb.emit(relax.TupleGetItem(bn, k), name_hint=f"out0_{k}") for k in range(3)]
-        return relax.Tuple(items)
-    raise AssertionError(f"unhandled topology {topology!r}")
+def import_onnx(case: Case) -> tvm.IRModule:
+    """``case`` written as an ONNX model and imported by TVM's ``from_onnx``, parameters
+    bound as constants (the frontend's default), as TVM users import networks."""
+    from tvm.relax.frontend.onnx import from_onnx
+
+    model = onnx_model(case)
+    try:
+        return from_onnx(model)
+    except Exception as exc:
+        raise ModuleError(
+            f"TVM's ONNX frontend rejects the model for this case ({case.attributes()}): "
+            f"{type(exc).__name__}: {summarise_error(exc)}"
+        ) from exc

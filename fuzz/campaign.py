@@ -45,7 +45,7 @@ from fuzz.case import Case
 from fuzz.compat import structural_equal
 from fuzz.execute import Execution, Failure, Runner, execute
 from fuzz.oracle import Finding, Symptom, Verdict, judge
-from fuzz.passes import PassFactory
+from fuzz.passes import PassFactory, claims_complete_fold
 from fuzz.pipeline import Pipeline, PipelinePass, gated
 from fuzz.reference import Reference, reference
 from fuzz.signature import Signature, classify
@@ -65,18 +65,26 @@ class Checked:
 
 
 def check(
-    case: Case, make_pass: PassFactory, runner: Runner | None = None, pipeline: Pipeline | None = None
+    case: Case,
+    make_pass: PassFactory,
+    runner: Runner | None = None,
+    pipeline: Pipeline | None = None,
+    *,
+    must_fold: bool | None = None,
 ) -> Checked:
     """Run one case through a pass, or through ``pipeline`` with the pass in it, and judge
     it (``runner``: see :func:`fuzz.execute.execute`).
 
+    ``must_fold``: judge the ``missed-fold`` property (default: if the pass claims a
+    complete fold, :func:`fuzz.passes.claims_complete_fold`); never inside a pipeline.
     For a pipeline with nothing gated, the ``Sequential`` and the direct calls must give
     structurally equal modules (``sequential-direct-mismatch``).
     """
     ref = reference(case)
     if pipeline is None:
         execution = execute(case, make_pass, runner)
-        return Checked(case, execution, ref, judge(case, execution, ref))
+        complete = claims_complete_fold(make_pass) if must_fold is None else must_fold
+        return Checked(case, execution, ref, judge(case, execution, ref, must_fold=complete))
     execution = execute(case, lambda: PipelinePass(pipeline, make_pass), runner, idempotence=False)
     verdict = judge(case, execution, ref, in_pipeline=True, numbers=not pipeline.mixed_precision)
     skipped = gated(pipeline, make_pass)

@@ -19,19 +19,26 @@ import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import ml_dtypes
 import numpy as np
 
-SCHEMA_VERSION = 1
+#: Version 2 added the conv bias, the epilogue, the residual and the form; version 1
+#: files (none of these) still read, with every new field at its default.
+SCHEMA_VERSION = 2
+READABLE_SCHEMAS = (1, 2)
 
 #: Element dtypes a case may use, default first (strategies shrink to it).
 DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16", "float64")
 DATA_LAYOUTS: tuple[str, ...] = ("NCHW", "NHWC")
 KERNEL_LAYOUTS: tuple[str, ...] = ("OIHW", "HWIO", "OHWI", "IOHW")
-#: Operands of a block that may be passed as function parameters instead of constants.
-OPERANDS: tuple[str, ...] = ("weight", "gamma", "beta", "mean", "var")
+#: Operands of a block that may be passed as function parameters instead of constants, in
+#: the order a module uses them: the conv's weight and bias, then batch_norm's four.
+OPERANDS: tuple[str, ...] = ("weight", "bias", "gamma", "beta", "mean", "var")
+#: The dtypes TVM's ONNX frontend imports a conv + BatchNormalization in (ONNX Conv has
+#: no bfloat16 before opset 22).
+ONNX_DTYPES: tuple[str, ...] = ("float32", "float16", "float64")
 
 
 class CaseError(ValueError):
@@ -56,6 +63,9 @@ class Topology(str, enum.Enum):
     #: ``bn(x)[0]``: a batch_norm not fed by a conv.
     BN_ONLY = "bn-only"
 
+    #: returns ``bn[0] + reshape(bn[1])``: the new mean is consumed by the graph.
+    STATS_CONSUMED = "bn-stats-consumed"
+
     @property
     def n_blocks(self) -> int:
         return 2 if self is Topology.CHAIN else 1
@@ -63,6 +73,72 @@ class Topology(str, enum.Enum):
     @property
     def has_conv(self) -> bool:
         return self is not Topology.BN_ONLY
+
+    @property
+    def uses_statistics(self) -> bool:
+        """Whether the graph uses batch_norm's outputs 1 and 2 (so it cannot go)."""
+        return self in (Topology.BN_STATS, Topology.STATS_CONSUMED)
+
+
+class Epilogue(str, enum.Enum):
+    """What follows the last batch_norm (its output 0), as in real networks."""
+
+    NONE = "none"
+    RELU = "relu"
+    #: ``clip(y, 0, 6)``: ReLU6, MobileNet's activation
+    CLIP = "clip"
+    #: ``y + skip``: a residual join with a second input of the output's shape
+    ADD = "add"
+
+
+class Importer(str, enum.Enum):
+    """Who writes the Relax module."""
+
+    #: :mod:`fuzz.build` with ``relax.BlockBuilder``, in the shape :class:`Form` says
+    RELAX = "relax"
+    #: an ONNX model made with ``onnx.helper``, imported by TVM's ``from_onnx``
+    ONNX = "onnx"
+
+
+@dataclass(frozen=True)
+class Form:
+    """How the graph is written as Relax bindings: nothing here changes what it computes.
+
+    Real importers differ in exactly these ways, and a fold must see through all of
+    them. ``dataflow``: the body is one dataflow block (else a plain binding block).
+    ``dead_statistics``: batch_norm's outputs 1 and 2 are bound (``lv[1]``, ``lv[2]``)
+    and never used, as TVM's ONNX frontend leaves them. ``functions``: 2 puts the first
+    block (conv, batch_norm and what follows it) in a function of its own that ``main``
+    calls. The ONNX importer writes its own form: these fields are then ignored (and
+    kept at their defaults).
+    """
+
+    importer: Importer = Importer.RELAX
+    dataflow: bool = True
+    dead_statistics: bool = False
+    functions: int = 1
+
+    def __post_init__(self) -> None:
+        if self.functions not in (1, 2):
+            raise CaseError("functions", f"must be 1 or 2, got {self.functions!r}")
+        if self.importer is Importer.ONNX and (self.dataflow, self.dead_statistics, self.functions) != (
+            True,
+            False,
+            1,
+        ):
+            raise CaseError("form", "the ONNX importer writes its own form: keep the other fields default")
+
+    @property
+    def label(self) -> str:
+        """Short text for signatures: ``onnx``, ``no-dataflow+dead-statistics+2-functions``."""
+        if self.importer is Importer.ONNX:
+            return "onnx"
+        parts = [
+            *([] if self.dataflow else ["no-dataflow"]),
+            *(["dead-statistics"] if self.dead_statistics else []),
+            *(["2-functions"] if self.functions == 2 else []),
+        ]
+        return "+".join(parts) or "default"
 
 
 def np_dtype(dtype: str) -> np.dtype[Any]:
@@ -141,6 +217,19 @@ def kernel_shape(attrs: Conv2dAttrs, c_in: int, c_out: int, kh: int, kw: int) ->
     return tuple(dims[d] for d in attrs.kernel_layout)
 
 
+def conv_output_shape(
+    attrs: Conv2dAttrs, data_shape: tuple[int, ...], weight_shape: tuple[int, ...]
+) -> tuple[int, ...]:
+    """The shape of the conv's output, in its data layout (out_layout = data_layout)."""
+    dims = dict(zip(attrs.data_layout, data_shape, strict=True))
+    kernel = dict(zip(attrs.kernel_layout, weight_shape, strict=True))
+    top, left, bottom, right = attrs.padding
+    h = (dims["H"] + top + bottom - attrs.dilation[0] * (kernel["H"] - 1) - 1) // attrs.strides[0] + 1
+    w = (dims["W"] + left + right - attrs.dilation[1] * (kernel["W"] - 1) - 1) // attrs.strides[1] + 1
+    out = {"N": dims["N"], "C": kernel["O"], "H": h, "W": w}
+    return tuple(out[d] for d in attrs.data_layout)
+
+
 def kernel_to_oihw(attrs: Conv2dAttrs, weight: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     """Transpose a weight array from its kernel layout to OIHW."""
     return np.transpose(weight, [attrs.kernel_layout.index(d) for d in "OIHW"])
@@ -166,9 +255,11 @@ class BatchNormAttrs:
 
 @dataclass(frozen=True)
 class Block:
-    """One ``batch_norm(conv2d(x, weight), gamma, beta, mean, var)``.
+    """One ``batch_norm(conv2d(x, weight) [+ bias], gamma, beta, mean, var)``.
 
-    ``conv`` and ``weight`` are None for the ``bn-only`` topology.
+    ``conv`` and ``weight`` are None for the ``bn-only`` topology. ``bias`` is the conv's
+    bias (one value per output channel, in the conv's output dtype), added as a separate
+    ``add`` before the batch_norm, the way frontends write a conv with bias; None for none.
     """
 
     bn: BatchNormAttrs
@@ -178,6 +269,18 @@ class Block:
     var: Tensor
     conv: Conv2dAttrs | None = None
     weight: Tensor | None = None
+    bias: Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if self.bias is not None:
+            if self.conv is None:
+                raise CaseError("bias", "a bias needs a conv")
+            if self.bias.shape != self.gamma.shape or self.bias.dtype != self.gamma.dtype:
+                raise CaseError(
+                    "bias",
+                    f"must have the batch_norm operands' shape and dtype {self.gamma.dtype}"
+                    f"{list(self.gamma.shape)}, got {self.bias.dtype}{list(self.bias.shape)}",
+                )
 
     def operand(self, name: str) -> Tensor | None:
         if name not in OPERANDS:
@@ -188,16 +291,22 @@ class Block:
 
 @dataclass(frozen=True)
 class Case:
-    """One generated example: topology, input, blocks, and the parameter set.
+    """One generated example: topology, input, blocks, the parameter set, what follows the
+    last batch_norm, and the form the module is written in.
 
     ``parameters`` names the block operands (from :data:`OPERANDS`) that are
     function parameters in every block; all other operands are bound constants.
+    ``residual`` is the second input an :attr:`Epilogue.ADD` adds (the last batch_norm's
+    output shape and dtype), None otherwise.
     """
 
     topology: Topology
     data: Tensor
     blocks: tuple[Block, ...]
     parameters: tuple[str, ...] = field(default=())
+    epilogue: Epilogue = Epilogue.NONE
+    residual: Tensor | None = None
+    form: Form = field(default_factory=Form)
 
     def __post_init__(self) -> None:
         if len(self.blocks) != self.topology.n_blocks:
@@ -212,16 +321,37 @@ class Case:
                 raise CaseError(
                     f"blocks[{i}].conv", "conv and weight must be given iff the topology has a conv"
                 )
+        if (self.residual is not None) != (self.epilogue is Epilogue.ADD):
+            raise CaseError("residual", "a residual is given exactly when the epilogue is add")
+        if self.epilogue is not Epilogue.NONE and self.topology not in EPILOGUE_TOPOLOGIES:
+            raise CaseError(
+                "epilogue",
+                f"topology {self.topology.value} returns more than the batch_norm output; "
+                f"an epilogue needs one of {[t.value for t in EPILOGUE_TOPOLOGIES]}",
+            )
+        if self.form.functions == 2 and self.topology not in (Topology.CONV_BN, Topology.CHAIN):
+            raise CaseError("form.functions", "two functions need topology conv-bn or the chain")
+        if self.form.importer is Importer.ONNX:
+            _check_onnx(self)
 
     @property
     def dtype(self) -> str:
         return self.data.dtype
 
+    def channel_axes(self) -> tuple[bool, ...]:
+        """Per block: is the batch_norm ``axis`` the channel axis of the tensor it
+        normalises (the conv's output in its layout; NCHW data for ``bn-only``)?"""
+        ndim = len(self.data.shape)
+        return tuple(
+            b.bn.axis % ndim == (b.conv.channel_axis if b.conv is not None else 1) for b in self.blocks
+        )
+
     @property
     def size(self) -> int:
         """How many values the case holds (data and every operand): smaller is simpler."""
         operands = (t for b in self.blocks for name in OPERANDS if (t := b.operand(name)) is not None)
-        return len(self.data.values) + sum(len(t.values) for t in operands)
+        residual = len(self.residual.values) if self.residual is not None else 0
+        return len(self.data.values) + sum(len(t.values) for t in operands) + residual
 
     def attributes(self) -> dict[str, Any]:
         """The attributes that classify a case (the CLI's ``attributes`` object)."""
@@ -238,8 +368,37 @@ class Case:
             "scale": block.bn.scale,
             "training": block.bn.training,
             "groups": conv.groups if conv else None,
+            "bias": block.bias is not None,
             "parameters": list(self.parameters),
+            "epilogue": self.epilogue.value,
+            "form": self.form.label,
         }
+
+
+#: Topologies whose one output is the last batch_norm's output 0 (an epilogue may follow).
+EPILOGUE_TOPOLOGIES: tuple[Topology, ...] = (Topology.CONV_BN, Topology.CHAIN)
+#: Topologies an ONNX model expresses here (one output, or the conv's as a second one).
+ONNX_TOPOLOGIES: tuple[Topology, ...] = (Topology.CONV_BN, Topology.CHAIN, Topology.CONV_SHARED)
+
+
+def _check_onnx(case: Case) -> None:
+    """Raise :class:`CaseError` unless ONNX's Conv and BatchNormalization can say ``case``."""
+    if case.topology not in ONNX_TOPOLOGIES:
+        raise CaseError("form.importer", f"ONNX cannot express topology {case.topology.value}")
+    if case.dtype not in ONNX_DTYPES:
+        raise CaseError("form.importer", f"ONNX Conv has no {case.dtype}; expected one of {ONNX_DTYPES}")
+    for i, b in enumerate(case.blocks):
+        conv = b.conv
+        assert conv is not None
+        where = f"blocks[{i}]"
+        if (conv.data_layout, conv.kernel_layout, conv.out_dtype) != ("NCHW", "OIHW", ""):
+            raise CaseError(f"{where}.conv", "ONNX Conv is NCHW with an OIHW kernel and no out_dtype")
+        if b.bn.axis != 1 or not (b.bn.center and b.bn.scale):
+            raise CaseError(f"{where}.bn", "ONNX BatchNormalization normalises axis 1, with scale and bias")
+        if float(np.float32(b.bn.epsilon)) != b.bn.epsilon:
+            raise CaseError(
+                f"{where}.bn.epsilon", f"ONNX stores epsilon as a float32; {b.bn.epsilon!r} is not one"
+            )
 
 
 # ---------------------------------------------------------------------------
@@ -314,13 +473,23 @@ def case_to_json(case: Case) -> dict[str, Any]:
             }
         return out
 
-    return {
+    out: dict[str, Any] = {
         "schema": SCHEMA_VERSION,
         "topology": case.topology.value,
         "parameters": list(case.parameters),
         "data": _tensor_to_json(case.data),
         "blocks": [block(b) for b in case.blocks],
+        "epilogue": case.epilogue.value,
+        "form": {
+            "importer": case.form.importer.value,
+            "dataflow": case.form.dataflow,
+            "dead_statistics": case.form.dead_statistics,
+            "functions": case.form.functions,
+        },
     }
+    if case.residual is not None:
+        out["residual"] = _tensor_to_json(case.residual)
+    return out
 
 
 def _hexfloat(data: Mapping[str, Any], key: str, where: str) -> float:
@@ -353,8 +522,11 @@ def case_from_json(obj: Any) -> Case:
     """Parse :func:`case_to_json` output; raises :class:`CaseError` naming the field."""
     data = _mapping(obj, "case")
     schema = _get(data, "schema", int, "case")
-    if schema != SCHEMA_VERSION:
-        raise CaseError("case.schema", f"unknown schema version {schema}; this tool reads {SCHEMA_VERSION}")
+    if schema not in READABLE_SCHEMAS:
+        raise CaseError(
+            "case.schema",
+            f"unknown schema version {schema}; this tool reads {', '.join(map(str, READABLE_SCHEMAS))}",
+        )
     try:
         topology = Topology(_get(data, "topology", str, "case"))
     except ValueError:
@@ -402,16 +574,45 @@ def case_from_json(obj: Any) -> Case:
                 beta=tensors["beta"],
                 mean=tensors["mean"],
                 var=tensors["var"],
+                bias=tensors.get("bias"),
             )
         )
     params = _get(data, "parameters", list, "case")
+    epilogue, residual, form = Epilogue.NONE, None, Form()
+    if schema >= 2:
+        epilogue = _enum(Epilogue, _get(data, "epilogue", str, "case"), "case.epilogue")
+        if "residual" in data:
+            residual = _tensor_from_json(data["residual"], "case.residual")
+        raw = _mapping(_get(data, "form", dict, "case"), "case.form")
+        with _within("case.form"):
+            form = Form(
+                importer=_enum(Importer, _get(raw, "importer", str, "case.form"), "case.form.importer"),
+                dataflow=_get(raw, "dataflow", bool, "case.form"),
+                dead_statistics=_get(raw, "dead_statistics", bool, "case.form"),
+                functions=_get(raw, "functions", int, "case.form"),
+            )
     with _within("case"):
         return Case(
             topology=topology,
             data=_tensor_from_json(_get(data, "data", dict, "case"), "case.data"),
             blocks=tuple(blocks),
             parameters=tuple(params),
+            epilogue=epilogue,
+            residual=residual,
+            form=form,
         )
+
+
+_E = TypeVar("_E", bound=enum.Enum)
+
+
+def _enum(kind: type[_E], value: str, where: str) -> _E:
+    try:
+        return kind(value)
+    except ValueError:
+        raise CaseError(
+            where, f"unknown value {value!r}; expected one of {[e.value for e in kind]}"
+        ) from None
 
 
 def dumps(case: Case) -> str:

@@ -1,12 +1,14 @@
 """The ``bnfuzz`` command line.
 
-``bnfuzz run --pass P [--budget SECONDS | --max-examples N] [--seed S] [--out DIR] [--json]``
+``bnfuzz run --pass P [--must-fold] [--budget SECONDS | --max-examples N] [--seed S] [--out DIR] [--json]``
 ``bnfuzz bench [--pass P] [--seconds S] [--json]``
-``bnfuzz effectiveness [--pass P] [--rounds N] [--number N] [--json]``
+``bnfuzz effectiveness [--pass P] [--models M,M] [--variants V,V] [--size N] [--seed S] [--rounds N]
+[--number N] [--layers] [--json]``
 ``bnfuzz promote FINDING... [--corpus DIR] [--passes P,P]``
 ``bnfuzz replay PATH... [--pass P]``
 ``bnfuzz render PATH (--script | --issue)``
 ``bnfuzz triage PATH...``
+``bnfuzz declines [--pass P] [--corpus DIR] [--passes P,P] [--seed S]``
 
 Exit codes: 0 no findings, 1 findings, 2 usage error (bad arguments, unknown pass,
 unwritable output folder, a missing or unsupported TVM) or an output that could not be
@@ -103,8 +105,16 @@ def _parser() -> argparse.ArgumentParser:
         dest="pass_name",
         required=True,
         metavar="P",
-        help="the pass under test: 'upstream' (TVM's FoldBatchnormToConv2D), 'identity' "
-        "(changes nothing), or MODULE:ATTR naming a pass class, factory or instance",
+        help="the pass under test: 'upstream' (TVM's FoldBatchnormToConv2D), 'fixed' (ours), "
+        "'identity' (changes nothing), or MODULE:ATTR naming a pass class, factory or instance",
+    )
+    run.add_argument(
+        "--must-fold",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="judge the pass as a complete fold: a batch_norm it keeps without a reason the oracle "
+        "can state (training, non-channel axis, non-constant operand, shared conv output, statistics "
+        "in use, a folded constant out of range) is a 'missed-fold' finding (default: on for 'fixed')",
     )
     limit = run.add_argument_group("budget (default: --budget 60)")
     limit.add_argument(
@@ -238,10 +248,15 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true", help="print one JSON summary object on stdout")
     effect = sub.add_parser(
         "effectiveness",
-        help="fold real ResNet-50 and MobileNetV2 layers: batch_norms left, correctness, runtime vs upstream",
-        description="Run a pass and upstream's on realistic conv + batch_norm layers (NCHW and NHWC, "
-        "float32 and float16), judge both with the fuzzer's oracle, and time the compiled graphs "
-        "side by side (zero_pipeline under PassContext(opt_level=3), llvm).",
+        help="fold whole ONNX networks (ResNet, MobileNetV2, EfficientNet, ResNeXt) as TVM users import "
+        "them: batch_norms left, error vs float64, per-fold verdicts, runtime vs upstream",
+        description="Build the model zoo offline (ONNX, seeded values), import each model with TVM's ONNX "
+        "frontend in each variant (nchw: float32; nhwc: float32 after ConvertLayout to NHWC/HWIO; "
+        "float16), fold it with upstream's pass, the measured one and the bounded fold (fixed with "
+        "assume_bounded_activations=True), and report per model and variant the batch_norms left, the "
+        "error against a float64 reference of the unfolded and each folded network, how many of its "
+        "conv+batch_norm layers the fuzzer's oracle flags for each pass, and the compiled runtimes timed "
+        "side by side (zero_pipeline under PassContext(opt_level=3), llvm). Progress goes to stderr.",
         epilog="Exit codes: 0 done, 2 usage error.",
     )
     effect.add_argument(
@@ -252,7 +267,25 @@ def _parser() -> argparse.ArgumentParser:
         help="the pass to measure against upstream (default fixed; same names as for run)",
     )
     effect.add_argument(
-        "--rounds", type=_positive(int), default=7, help="turns each variant takes at being timed (default 7)"
+        "--models",
+        metavar="M,M",
+        help="comma-separated zoo models (default all: resnet18, resnet50, mobilenet_v2, efficientnet_b0, "
+        "resnext50_32x4d)",
+    )
+    effect.add_argument(
+        "--variants",
+        metavar="V,V",
+        help="comma-separated variants (default all: nchw, nhwc, float16)",
+    )
+    effect.add_argument(
+        "--size",
+        type=_positive(int),
+        metavar="N",
+        help="input resolution N x N, at least 32 (default 64; 224 is the published one)",
+    )
+    effect.add_argument("--seed", type=int, help="seed of the models' values and the inputs (default 0)")
+    effect.add_argument(
+        "--rounds", type=_positive(int), default=7, help="turns each program takes at being timed (default 7)"
     )
     effect.add_argument(
         "--number",
@@ -260,7 +293,17 @@ def _parser() -> argparse.ArgumentParser:
         default=5,
         help="calls per turn; a turn's time is their median (default 5)",
     )
-    effect.add_argument("--json", action="store_true", help="print the rows as one JSON array on stdout")
+    effect.add_argument(
+        "--layers",
+        action="store_true",
+        help="instead, the single-layer benchmark: ResNet-50 and MobileNetV2 conv+batch_norm layers built "
+        "by the fuzzer itself, NCHW and NHWC, float32 and float16, the pass against upstream",
+    )
+    effect.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object (settings, wall time, rows) on stdout; with --layers, an array of rows",
+    )
     promote = sub.add_parser(
         "promote",
         help="turn findings written by 'run --out' into corpus entries, expectations measured by replay",
@@ -338,15 +381,34 @@ def _parser() -> argparse.ArgumentParser:
     triage.add_argument(
         "paths", nargs="+", type=Path, metavar="PATH", help="finding files or folders of them"
     )
+    declines = sub.add_parser(
+        "declines",
+        help="for each reason a fold may keep a batch_norm, the smallest case where the pass keeps it, "
+        "as a corpus entry",
+        description="Search the case space with Hypothesis for a case whose batch_norms have exactly one "
+        "decline reason (training, non-channel axis, non-constant operand, shared conv output, "
+        "statistics in use, a folded constant out of range, no conv) and which the pass leaves alone; "
+        "shrink it; measure what each of --passes does on it; write it into --corpus.",
+        epilog="Exit codes: 0 done (an entry per reason), 1 no such case found for some reason "
+        "(named), 2 usage error.",
+    )
+    declines.add_argument("--pass", dest="pass_name", default="fixed", metavar="P", help="default: fixed")
+    declines.add_argument(
+        "--corpus", type=Path, default=Path("corpus") / "declines", help="default: corpus/declines"
+    )
+    declines.add_argument(
+        "--passes", default="upstream,fixed", metavar="P,P", help="passes whose behaviour each entry records"
+    )
+    declines.add_argument("--seed", type=int, default=0, help="seed of the search (default 0)")
     return parser
 
 
-def _resolve(name: str) -> Any:
+def _resolve(name: str, complete_fold: bool | None = None) -> Any:
     """The factory for pass ``name``; an unknown name is a usage error (exit 2)."""
     from fuzz.passes import UnknownPass, resolve_pass
 
     try:
-        return resolve_pass(name)
+        return resolve_pass(name, complete_fold=complete_fold)
     except UnknownPass as exc:
         raise UsageError(str(exc)) from None
 
@@ -405,16 +467,146 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _effectiveness(args: argparse.Namespace) -> int:
-    from fuzz.effectiveness import run_effectiveness
-
     make_pass = _resolve(args.pass_name)
+    upstream = _resolve("upstream")
+
+    def log(message: str) -> None:
+        print(f"effectiveness: {message}", file=sys.stderr, flush=True)
+
+    zoo_options = {
+        "--models": args.models,
+        "--variants": args.variants,
+        "--size": args.size,
+        "--seed": args.seed,
+    }
+    if args.layers:
+        given = [option for option, value in zoo_options.items() if value is not None]
+        if given:
+            raise UsageError(f"{', '.join(given)}: only for the model zoo, not with --layers")
+        return _layer_effectiveness(args, make_pass, upstream, log)
+    from fuzz.effectiveness import DEFAULT_SIZE, VARIANTS, run_effectiveness
+    from fuzz.zoo import MIN_SIZE, MODELS
+
+    models = _names(args.models, "--models", "model", list(MODELS))
+    variants = _names(args.variants, "--variants", "variant", list(VARIANTS))
+    size = DEFAULT_SIZE if args.size is None else args.size
+    if size < MIN_SIZE:
+        raise UsageError(
+            f"--size {size}: too small; every model needs at least {MIN_SIZE} (five stride-2 stages)"
+        )
+    seed = 0 if args.seed is None else args.seed
+    start = time.perf_counter()
     rows = run_effectiveness(
         make_pass,
-        _resolve("upstream"),
+        upstream,
+        models=models,
+        variants=variants,
+        size=size,
+        seed=seed,
         rounds=args.rounds,
         number=args.number,
-        log=lambda message: print(f"effectiveness: {message}", file=sys.stderr, flush=True),
+        log=log,
     )
+    from fuzz.compat import tvm_version
+
+    summary = {
+        "pass": args.pass_name,
+        "size": size,
+        "seed": seed,
+        "rounds": args.rounds,
+        "number": args.number,
+        "tvm": tvm_version(),
+        "seconds": round(time.perf_counter() - start, 1),
+        "rows": rows,
+    }
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        _print_zoo_table(summary)
+    return EXIT_CLEAN
+
+
+def _names(given: str | None, option: str, kind: str, known: list[str]) -> list[str]:
+    """A comma-separated option's names, each checked against ``known`` (all if not given)."""
+    if given is None:
+        return known
+    names = [name.strip() for name in given.split(",") if name.strip()]
+    if not names:
+        raise UsageError(f"{option} {given!r}: expected a comma-separated list of {', '.join(known)}")
+    for name in names:
+        if name not in known:
+            raise UsageError(
+                f"{option} {given!r}: unknown {kind} {name!r}; expected some of {', '.join(known)}"
+            )
+    return names
+
+
+#: The passes of a zoo row, in table order (each beside the unfolded program).
+_ZOO_PASSES = ("upstream", "pass", "bounded")
+
+
+def _print_zoo_table(summary: dict[str, Any]) -> None:
+    """One line per model and variant (fuzz/effectiveness.py says what each figure is),
+    then a legend and notes: exceptions, failures, flagged folds."""
+    rows = summary["rows"]
+    print(
+        f"model zoo at {summary['size']}x{summary['size']}, seed {summary['seed']}: pass {summary['pass']!r} "
+        f"against upstream and bounded (TVM {summary['tvm']}), {len(rows)} rows in {summary['seconds']:.0f} s"
+    )
+    print(
+        f"{'model':16} {'variant':8} {'bn':>3} | {'left':11} | {'error: unfolded':>15} {'upstream':>9} "
+        f"{'pass':>9} {'bounded':>9} | {'flagged':11} | {'ms: unfolded':>12} {'upstream':>9} {'pass':>9} "
+        f"{'bounded':>9} | {'right':5} | ratio"
+    )
+    notes = []
+    for row in rows:
+        label = f"{row['model']} {row['variant']}"
+        entries = [row[key] for key in _ZOO_PASSES]
+        starred = "decomposed" in row  # the unfolded network does not build: the decomposed one stands in
+        baseline = row["decomposed"] if starred else row["unfolded"]
+        if starred:
+            notes.append(f"{label}: unfolded: {row['unfolded']['failure'][:150]}")
+        for key, entry in zip(_ZOO_PASSES, entries, strict=True):
+            notes += [
+                f"{label}: {key}: {what}: {entry[what][:150]}"
+                for what in ("exception", "failure")
+                if what in entry
+            ]
+            if entry["folds"]["symptoms"]:
+                listed = ", ".join(f"{n} {symptom}" for symptom, n in entry["folds"]["symptoms"].items())
+                notes.append(f"{label}: {key}: flagged folds: {listed}")
+        left = " ".join("x" if e["batch_norms"] is None else str(e["batch_norms"]) for e in entries)
+        errors = [_figure(baseline.get("error"), starred)] + [_figure(e.get("error")) for e in entries]
+        times = [_figure(baseline.get("ms"), starred, "{:.1f}")] + [
+            _figure(e.get("ms"), fmt="{:.1f}") for e in entries
+        ]
+        flagged = " ".join(str(e["folds"]["findings"]) for e in entries)
+        right = " ".join("y" if e["right"] else "n" for e in entries)
+        print(
+            f"{row['model']:16} {row['variant']:8} {row['batch_norms']:>3} | {left:11} | {errors[0]:>15} "
+            f"{errors[1]:>9} {errors[2]:>9} {errors[3]:>9} | {flagged:11} | {times[0]:>12} {times[1]:>9} "
+            f"{times[2]:>9} {times[3]:>9} | {right:5} | {row.get('ratio', '-')}"
+        )
+    print(
+        "bn: batch_norms imported. left, flagged, right: for upstream, the pass, bounded. left: "
+        "batch_norms after the fold (x: the pass raised). error: max|out - ref| / max|ref| against float64. "
+        "flagged: conv+batch_norm layers the oracle finds a fault in. right: all folded, nothing flagged, "
+        "error within 4x the unfolded one's. ratio: the pass's ms over upstream's, where upstream is right. "
+        "*: the unfolded network does not build; the figure is the decomposed one's "
+        "(DecomposeOpsForInference)."
+    )
+    for note in notes:
+        print(f"  {note}")
+
+
+def _figure(value: float | None, starred: bool = False, fmt: str = "{:.2e}") -> str:
+    return "-" if value is None else fmt.format(value) + ("*" if starred else "")
+
+
+def _layer_effectiveness(args: argparse.Namespace, make_pass: Any, upstream: Any, log: Any) -> int:
+    from fuzz.effectiveness import run_layers
+
+    rows = run_layers(make_pass, upstream, rounds=args.rounds, number=args.number, log=log)
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_CLEAN
@@ -515,6 +707,30 @@ def _render(args: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
+def _declines(args: argparse.Namespace) -> int:
+    from fuzz.corpus import dumps_entry, file_name, write_atomic
+    from fuzz.decline import Reason
+    from fuzz.declines import DeclineNotFound, decline_entry
+
+    passes = tuple(p for p in args.passes.split(",") if p)
+    for name in (args.pass_name, *passes):
+        _resolve(name)
+    _check_out_dir(args.corpus, "--corpus")
+    missing = 0
+    for reason in Reason:
+        try:
+            entry = decline_entry(reason, args.pass_name, passes, seed=args.seed)
+        except DeclineNotFound as exc:
+            print(f"bnfuzz: {exc}", file=sys.stderr)
+            missing += 1
+            continue
+        target = args.corpus / file_name(entry.signature)
+        write_atomic(target, dumps_entry(entry))
+        expected = ", ".join(f"{name} {status}" for name, status in entry.expect.items())
+        print(f"{target} ({entry.case.size} values; {expected})")
+    return EXIT_FINDINGS if missing else EXIT_CLEAN
+
+
 def _triage(args: argparse.Namespace) -> int:
     from fuzz.case import CaseError, case_from_json
 
@@ -547,7 +763,7 @@ def _check_out_dir(out: Path, option: str = "--out") -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    make_pass = _resolve(args.pass_name)
+    make_pass = _resolve(args.pass_name, args.must_fold)
     if args.out is not None:
         _check_out_dir(args.out)
     if args.report is not None:
@@ -652,7 +868,11 @@ def _run(args: argparse.Namespace) -> int:
 
             checker = stack.enter_context(
                 IsolatedChecker(
-                    args.pass_name, timeout=args.timeout, cache=not args.no_cache, cache_dir=args.cache_dir
+                    args.pass_name,
+                    timeout=args.timeout,
+                    cache=not args.no_cache,
+                    cache_dir=args.cache_dir,
+                    complete_fold=args.must_fold,
                 )
             )
         result = run_campaign(
@@ -737,6 +957,7 @@ def _run_workers(args: argparse.Namespace, budget: float | None) -> int:
     common += [] if args.isolate is None else (["--isolate"] if args.isolate else ["--no-isolate"])
     common += ["--timeout", str(args.timeout)] + (["--no-cache"] if args.no_cache else [])
     common += ["--cache-dir", str(args.cache_dir)] if args.cache_dir is not None else []
+    common += [] if args.must_fold is None else (["--must-fold"] if args.must_fold else ["--no-must-fold"])
     # TVM's thread pool spins on every core; N processes that each spin on every core slow one
     # another down, so each worker gets its share of the cores (unless TVM_NUM_THREADS is set).
     env = dict(os.environ)
@@ -955,6 +1176,8 @@ def main(argv: list[str] | None = None) -> int:
             return _triage(args)
         if args.command == "file-issues":
             return _file_issues(args)
+        if args.command == "declines":
+            return _declines(args)
     except UsageError as exc:
         print(f"bnfuzz: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

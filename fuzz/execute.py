@@ -46,6 +46,7 @@ from fuzz.compat import (
 )
 
 __all__ = [
+    "COUNTED_OPS",
     "TARGET",
     "Execution",
     "Failure",
@@ -54,6 +55,7 @@ __all__ = [
     "Stage",
     "compile_and_run",
     "count_batch_norms",
+    "count_ops",
     "execute",
     "outputs_of",
 ]
@@ -108,6 +110,8 @@ class Execution:
     that second application raises; None if the first one failed).
     ``pass_seconds`` times the first pass application; ``build_seconds`` sums the
     time to compile, load and run both programs (running is microseconds).
+    ``op_counts``: how many of each operator the module had before and after the
+    pass (see :func:`count_ops`); None if the pass raised.
     """
 
     baseline: Outputs | Failure
@@ -117,24 +121,33 @@ class Execution:
     idempotent: bool | None
     pass_seconds: float
     build_seconds: float
+    op_counts: tuple[dict[str, int], dict[str, int]] | None = None
 
 
-_BATCH_NORM = tvm.ir.Op.get("relax.nn.batch_norm")
+#: The operators :func:`count_ops` counts by default: what a fold removes, adds or keeps.
+COUNTED_OPS = ("conv2d", "batch_norm", "add", "multiply", "subtract", "divide", "sqrt")
 
 
-def count_batch_norms(mod: tvm.IRModule) -> int:
-    """The number of ``relax.nn.batch_norm`` calls in the module's Relax functions."""
-    count = 0
+def count_ops(mod: tvm.IRModule, names: Sequence[str] = COUNTED_OPS) -> dict[str, int]:
+    """How many calls of each operator in ``names`` (``conv2d``, ``add``: Relax operator
+    names without ``relax.`` and ``nn.``) the module's Relax functions make."""
+    counts = dict.fromkeys(names, 0)
 
     def visit(expr: Any) -> None:
-        nonlocal count
-        if isinstance(expr, relax.Call) and expr.op.same_as(_BATCH_NORM):
-            count += 1
+        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
+            name = str(expr.op.name).removeprefix("relax.").removeprefix("nn.")
+            if name in counts:
+                counts[name] += 1
 
     for func in mod.functions.values():
         if isinstance(func, relax.Function):
             relax.analysis.post_order_visit(func, visit)
-    return count
+    return counts
+
+
+def count_batch_norms(mod: tvm.IRModule) -> int:
+    """The number of ``relax.nn.batch_norm`` calls in the module's Relax functions."""
+    return count_ops(mod, ("batch_norm",))["batch_norm"]
 
 
 def _flatten(value: Any) -> list[Any]:
@@ -246,7 +259,8 @@ def execute(
     pass_seconds = time.perf_counter() - start
 
     changed = not structural_equal(before, after)
-    fired = changed and count_batch_norms(after) < count_batch_norms(before)
+    counts = (count_ops(before), count_ops(after))
+    fired = changed and counts[1]["batch_norm"] < counts[0]["batch_norm"]
     idempotent = _idempotent(make_pass, after) if idempotence else None
 
     folded: Outputs | Failure
@@ -265,4 +279,5 @@ def execute(
         idempotent=idempotent,
         pass_seconds=pass_seconds,
         build_seconds=baseline_seconds + folded_seconds,
+        op_counts=counts,
     )

@@ -5,12 +5,20 @@ so it can be proposed upstream as one file. Use it as upstream's pass is used::
 
     mod = FoldBatchnormToConv2D()(mod)
 
-It rewrites ``TupleGetItem(batch_norm(conv2d(x, W), gamma, beta, mean, var), 0)``
+It rewrites ``TupleGetItem(batch_norm(conv2d(x, W) [+ b], gamma, beta, mean, var), 0)``
 into ``conv2d(x, W * s_w) [* r] + bias`` where ``s = gamma / sqrt(var + eps)`` per
-output channel, ``s = s_w * r`` and ``bias = beta - mean * s``. All folded constants
-are computed at compile time in float64, checked for range, then rounded once into
-their dtype. The batch_norm is gone either way; ``r`` is a per-channel multiply that
-``FuseOps`` fuses into the conv's epilogue, emitted only when some channel needs it.
+output channel, ``s = s_w * r`` and ``bias = beta - (mean - b) * s``. All folded
+constants are computed at compile time in float64, checked for range, then rounded once
+into their dtype. The batch_norm is gone either way; ``r`` is a per-channel multiply
+that ``FuseOps`` fuses into the conv's epilogue, emitted only when some channel needs it.
+
+It sees through the shapes importers write: the batch_norm tuple bound and its
+statistics projected but never used (``lv[1]``, ``lv[2]``, as TVM's ONNX frontend
+leaves them), a conv bias as a separate ``add`` of a per-channel constant (or of a
+``reshape`` of one), weights and operands given as ``permute_dims`` or ``reshape`` of a
+constant (as ``ConvertLayout`` leaves them), dataflow blocks or plain binding blocks,
+and every Relax function of the module. Bindings the fold leaves unused (the conv, the
+bias add, the projections, a weight's ``permute_dims``) are removed; nothing else is.
 
 What it folds, and what it leaves alone (unchanged, never wrong):
 
@@ -23,9 +31,9 @@ What it folds, and what it leaves alone (unchanged, never wrong):
 - epsilon is rounded as TVM's batch_norm rounds it (float32 unless the data is
   float64); float16, bfloat16, float32 and float64, and a conv ``out_dtype`` that
   differs from the weight dtype;
-- only constant weight, gamma, beta, mean and var; only a conv whose output has no
-  other consumer (the conv is never duplicated); only a batch_norm whose outputs 1
-  and 2 (the statistics) are unused.
+- only constant weight, bias, gamma, beta, mean and var; only a conv whose output
+  has no other consumer (the conv is never duplicated); only a batch_norm whose
+  outputs 1 and 2 (the statistics) are unused.
 
 Key idea: where the unfolded program is finite the folded one must be too. Folding a
 channel scale ``|s| > 1`` into the weights is unsafe: ``|W * x|`` just under
@@ -51,7 +59,6 @@ who can bound their activations: it folds the whole scale into the weights
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -103,20 +110,6 @@ class _Fold:
     weight: np.ndarray[Any, Any]  # folded, in the weight dtype
     remainder: np.ndarray[Any, Any] | None  # per-channel multiply after the conv, or None
     bias: np.ndarray[Any, Any]  # in the conv's output dtype, broadcast shape
-
-
-@visitor
-class _Uses(PyExprVisitor):
-    """How often each variable is used (definitions not counted)."""
-
-    def __init__(self) -> None:
-        self.count: Counter[Any] = Counter()
-
-    def visit_var_(self, op: Any) -> None:
-        self.count[op] += 1
-
-    def visit_dataflow_var_(self, op: Any) -> None:
-        self.count[op] += 1
 
 
 @mutator
@@ -193,8 +186,23 @@ def _split(
     return full, k
 
 
-def _plan(conv: Any, conv_var: Any, bn: Any, assume_bounded: bool) -> _Fold | None:
-    """The fold of one matched pair, or None when it cannot be folded soundly."""
+@dataclass(frozen=True)
+class _Match:
+    """A conv [+ bias] + batch_norm found in a function, operands resolved to arrays."""
+
+    conv: Any
+    bn: Any
+    bn_input: Any  # the variable batch_norm normalises (the conv's, or the bias add's)
+    weight: np.ndarray[Any, Any]
+    operands: tuple[np.ndarray[Any, Any], ...]  # gamma, beta, mean, var
+    conv_bias: np.ndarray[Any, Any] | None  # the bias add's constant, as bound
+    #: bindings the fold makes unused: conv, bias add, batch_norm and its projections
+    dropped: frozenset[Any]
+
+
+def _plan(match: _Match, assume_bounded: bool) -> _Fold | None:
+    """The fold of one match, or None when it cannot be folded soundly."""
+    conv, bn = match.conv, match.bn
     ca, ba = conv.attrs, bn.attrs
     if bool(ba.training):
         return None
@@ -205,12 +213,13 @@ def _plan(conv: Any, conv_var: Any, bn: Any, assume_bounded: bool) -> _Fold | No
         return None
     if int(ba.axis) % 4 != channel:
         return None
-    operands = [conv.args[1], *bn.args[1:]]
-    if not all(isinstance(op, _CONSTANTS) for op in operands):
-        return None
-    weight_raw, gamma_raw, beta_raw, mean_raw, var_raw = (_value(op) for op in operands)
+    weight_raw = match.weight
+    gamma_raw, beta_raw, mean_raw, var_raw = match.operands
     out_np = gamma_raw.dtype  # batch_norm's operands have the conv output's dtype
-    if str(_type(conv_var).dtype) != out_np.name:
+    if str(_type(match.bn_input).dtype) != out_np.name or len(var_raw.shape) != 1:
+        return None
+    conv_bias = _per_channel(match.conv_bias, channel, var_raw.shape[0], out_np)
+    if match.conv_bias is not None and conv_bias is None:
         return None
     w_min_normal, w_max = _finfo(weight_raw.dtype)
     _, out_max = _finfo(out_np)
@@ -227,7 +236,8 @@ def _plan(conv: Any, conv_var: Any, bn: Any, assume_bounded: bool) -> _Fold | No
         if not np.all(denominator > 0) or not np.all(np.isfinite(denominator)):
             return None
         m, e = _scale(gamma, denominator)
-        mean_s = np.ldexp(mean_raw.astype(np.float64) * m, e)
+        mean = mean_raw.astype(np.float64) - (conv_bias if conv_bias is not None else 0.0)
+        mean_s = np.ldexp(mean * m, e)
         bias = beta - mean_s
         w = np.moveaxis(weight_raw.astype(np.float64), o_axis, 0)  # output channels first
         if w.shape[0] != channels or not (np.all(np.isfinite(m)) and np.all(np.isfinite(mean_s))):
@@ -259,14 +269,158 @@ def _plan(conv: Any, conv_var: Any, bn: Any, assume_bounded: bool) -> _Fold | No
     )
 
 
-def _bindings(func: Any) -> dict[Any, Any]:
-    """Variable -> bound value, for the bindings of the function body's blocks."""
-    body = func.body
-    if not isinstance(body, relax.SeqExpr):
-        return {}
-    return {
-        b.var: b.value for block in body.blocks for b in block.bindings if isinstance(b, relax.VarBinding)
-    }
+def _per_channel(
+    bias: np.ndarray[Any, Any] | None, channel: int, channels: int, dtype: np.dtype[Any]
+) -> np.ndarray[Any, Any] | None:
+    """A conv bias as one float64 value per output channel, or None: no bias, or one that
+    does not broadcast along the channel axis alone without changing the output's shape."""
+    if bias is None or bias.dtype != dtype or bias.ndim > 4:
+        return None
+    shape = (1,) * (4 - bias.ndim) + bias.shape
+    if any(d != 1 for i, d in enumerate(shape) if i != channel) or shape[channel] not in (1, channels):
+        return None
+    return np.broadcast_to(bias.astype(np.float64).reshape(-1), (channels,)).copy()
+
+
+_PERMUTE_DIMS = tvm.ir.Op.get("relax.permute_dims")
+_RESHAPE = tvm.ir.Op.get("relax.reshape")
+_ADD = tvm.ir.Op.get("relax.add")
+
+
+def _is_call(value: Any, op: Any) -> bool:
+    return isinstance(value, relax.Call) and value.op.same_as(op)
+
+
+def _constant(expr: Any, values: dict[Any, Any]) -> np.ndarray[Any, Any] | None:
+    """The array ``expr`` is known to hold at compile time: a constant, or a variable bound
+    to ``permute_dims`` or ``reshape`` of one (what ``ConvertLayout`` and frontends
+    leave), or None."""
+    if isinstance(expr, _CONSTANTS):
+        return _value(expr)
+    value: Any = values.get(expr)
+    if _is_call(value, _PERMUTE_DIMS):
+        inner = _constant(value.args[0], values)
+        axes = value.attrs.axes
+        return (
+            None if inner is None else np.transpose(inner, None if axes is None else [int(a) for a in axes])
+        )
+    if _is_call(value, _RESHAPE) and isinstance(value.args[1], relax.ShapeExpr):
+        inner = _constant(value.args[0], values)
+        shape = [getattr(d, "value", None) for d in value.args[1].values]  # IntImm, not a symbol
+        if inner is None or not all(isinstance(d, int) for d in shape):
+            return None
+        return inner.reshape(shape)
+    return None
+
+
+@visitor
+class _References(PyExprVisitor):
+    """The variables an expression refers to (each occurrence once)."""
+
+    def __init__(self) -> None:
+        self.found: list[Any] = []
+
+    def visit_var_(self, op: Any) -> None:
+        self.found.append(op)
+
+    def visit_dataflow_var_(self, op: Any) -> None:
+        self.found.append(op)
+
+
+def _refs(expr: Any) -> list[Any]:
+    collector = _References()
+    collector.visit_expr(expr)
+    return list(collector.found)
+
+
+class _Graph:
+    """The bindings of one function: what each variable is bound to, and who uses it."""
+
+    def __init__(self, func: Any) -> None:
+        body = func.body
+        bindings = (
+            [b for block in body.blocks for b in block.bindings if isinstance(b, relax.VarBinding)]
+            if isinstance(body, relax.SeqExpr)
+            else []
+        )
+        self.values: dict[Any, Any] = {b.var: b.value for b in bindings}
+        #: variable -> the bound variables whose values use it (None: the function's result)
+        self.users: dict[Any, list[Any]] = {}
+        for b in bindings:
+            for ref in _refs(b.value):
+                self.users.setdefault(ref, []).append(b.var)
+        for ref in _refs(body.body if isinstance(body, relax.SeqExpr) else body):
+            self.users.setdefault(ref, []).append(None)
+
+    def uses(self, var: Any) -> list[Any]:
+        return self.users.get(var, [])
+
+    def match(self, var: Any) -> _Match | None:
+        """The conv [+ bias] + batch_norm whose output 0 ``var`` is bound to, if the fold
+        may take it: the batch_norm's tuple is used only by projections, those of the
+        statistics unused; the conv output (and the bias add) used only on the way."""
+        value: Any = self.values.get(var)
+        if not (isinstance(value, relax.TupleGetItem) and int(value.index) == 0):
+            return None
+        bn_var = value.tuple_value
+        bn: Any = self.values.get(bn_var)
+        if not _is_call(bn, _BATCH_NORM):
+            return None
+        projections = self.uses(bn_var)
+        dropped = {bn_var}
+        for user in projections:
+            item = self.values.get(user) if user is not None else None
+            if not isinstance(item, relax.TupleGetItem) or (not user.same_as(var) and int(item.index) == 0):
+                return None  # the tuple itself is used, or output 0 is projected twice
+            if not user.same_as(var):
+                if self.uses(user):
+                    return None  # a statistic in use
+                dropped.add(user)
+        bn_input = bn.args[0]
+        conv_var, conv_bias = bn_input, None
+        source: Any = self.values.get(bn_input)
+        if _is_call(source, _ADD):
+            if self.uses(bn_input) != [bn_var]:
+                return None
+            for conv_side, bias_side in ((0, 1), (1, 0)):
+                if _is_call(self.values.get(source.args[conv_side]), _CONV2D):
+                    conv_bias = _constant(source.args[bias_side], self.values)
+                    if conv_bias is not None:
+                        conv_var = source.args[conv_side]
+                        break
+            else:
+                return None
+            dropped.add(bn_input)
+        conv: Any = self.values.get(conv_var)
+        if not _is_call(conv, _CONV2D) or len(self.uses(conv_var)) != 1:
+            return None  # no conv, or its output has another consumer
+        dropped.add(conv_var)
+        resolved = [_constant(arg, self.values) for arg in (conv.args[1], *bn.args[1:])]
+        arrays = [r for r in resolved if r is not None]
+        if len(arrays) != len(resolved):
+            return None  # an operand not known at compile time
+        return _Match(conv, bn, bn_input, arrays[0], tuple(arrays[1:]), conv_bias, frozenset(dropped))
+
+    def unused_after(self, dropped: set[Any]) -> set[Any]:
+        """``dropped`` and every constant-valued binding (a weight's ``permute_dims``, a
+        bias's ``reshape``) all of whose users are dropped, transitively. The conv's data
+        is not constant, so it is never dropped: the folded conv still reads it."""
+        dropped = set(dropped)
+        grew = True
+        while grew:
+            grew = False
+            for var in list(dropped):
+                for ref in _refs(self.values[var]):
+                    users = self.uses(ref)
+                    if (
+                        ref in self.values
+                        and ref not in dropped
+                        and all(u in dropped for u in users)
+                        and _constant(ref, self.values) is not None
+                    ):
+                        dropped.add(ref)
+                        grew = True
+        return dropped
 
 
 @relax.transform.function_pass(opt_level=0, name="FoldBatchnormToConv2D")
@@ -279,28 +433,15 @@ class FoldBatchnormToConv2D:
     def transform_function(self, func: Any, mod: Any, ctx: Any) -> Any:
         if func.attrs is not None and "Primitive" in func.attrs and int(func.attrs["Primitive"]) != 0:
             return func
-        values = _bindings(func)
-        uses = _Uses()
-        uses.visit_expr(func)
+        graph = _Graph(func)
         folds: dict[Any, _Fold] = {}
         dropped: set[Any] = set()
-        for var, value in values.items():
-            if not (isinstance(value, relax.TupleGetItem) and int(value.index) == 0):
-                continue
-            bn_var = value.tuple_value
-            bn = values.get(bn_var)
-            if not (isinstance(bn, relax.Call) and bn.op.same_as(_BATCH_NORM)):
-                continue
-            conv_var = bn.args[0]
-            conv = values.get(conv_var)
-            if not (isinstance(conv, relax.Call) and conv.op.same_as(_CONV2D)):
-                continue
-            if uses.count[bn_var] != 1 or uses.count[conv_var] != 1:
-                continue  # statistics in use, or the conv output has another consumer
-            fold = _plan(conv, conv_var, bn, self.assume_bounded_activations)
-            if fold is not None:
+        for var in graph.values:
+            match = graph.match(var)
+            fold = _plan(match, self.assume_bounded_activations) if match is not None else None
+            if match is not None and fold is not None:
                 folds[var] = fold
-                dropped.update((bn_var, conv_var))
+                dropped |= match.dropped
         if not folds:
             return func
-        return _Rewrite(mod, folds, dropped).visit_expr(func)
+        return _Rewrite(mod, folds, graph.unused_after(dropped)).visit_expr(func)

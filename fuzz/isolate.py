@@ -46,13 +46,15 @@ class WorkerError(RuntimeError):
     """The worker could not start, or raised for a reason of our own (a bug, not a finding)."""
 
 
-def _serve(conn: Connection, pass_name: str, cache: bool, cache_dir: str | None) -> None:
+def _serve(
+    conn: Connection, pass_name: str, cache: bool, cache_dir: str | None, complete_fold: bool | None
+) -> None:
     """The worker's loop: receive (case, pipeline), send ("ok", Checked) or ("error", text)."""
     try:
         from fuzz.compile_cache import CompileCache
         from fuzz.passes import resolve_pass
 
-        make_pass = resolve_pass(pass_name)
+        make_pass = resolve_pass(pass_name, complete_fold=complete_fold)
         runner = CompileCache(directory=Path(cache_dir) if cache_dir else None).run if cache else None
     except BaseException:
         conn.send(("error", traceback.format_exc()))
@@ -128,9 +130,17 @@ class IsolatedChecker:
     """Check cases in a reused worker process; see the module docstring."""
 
     def __init__(
-        self, pass_name: str, *, timeout: float = 60.0, cache: bool = True, cache_dir: Path | None = None
+        self,
+        pass_name: str,
+        *,
+        timeout: float = 60.0,
+        cache: bool = True,
+        cache_dir: Path | None = None,
+        complete_fold: bool | None = None,
     ) -> None:
         self.pass_name = pass_name
+        #: whether the pass is judged as a complete fold (None: as its name says)
+        self.complete_fold = complete_fold
         self.timeout = timeout
         self.cache = cache
         self.cache_dir = cache_dir
@@ -147,6 +157,7 @@ class IsolatedChecker:
         parent, child = multiprocessing.Pipe()
         command = [sys.executable, "-m", "fuzz.isolate", str(child.fileno()), self.pass_name]
         command += ["--cache" if self.cache else "--no-cache", str(self.cache_dir or "")]
+        command += [{None: "default", True: "must-fold", False: "no-must-fold"}[self.complete_fold]]
         # The worker's stderr (TVM's crash backtraces) goes to a file; a crash finding quotes it.
         stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by _Worker.stop
         process = subprocess.Popen(
@@ -236,11 +247,13 @@ def _crash_checked(case: Case, pipeline: Pipeline | None, died: _Died) -> Checke
 
 
 def _main(argv: list[str]) -> None:
-    """``python -m fuzz.isolate FD PASS --cache|--no-cache CACHE_DIR``: the worker."""
+    """``python -m fuzz.isolate FD PASS --cache|--no-cache CACHE_DIR default|must-fold|no-must-fold``:
+    the worker."""
     # Ctrl-C reaches the whole process group: the parent decides, and stops the worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    fd, pass_name, cache, cache_dir = argv
-    _serve(Connection(int(fd)), pass_name, cache == "--cache", cache_dir or None)
+    fd, pass_name, cache, cache_dir, must_fold = argv
+    complete = {"default": None, "must-fold": True, "no-must-fold": False}[must_fold]
+    _serve(Connection(int(fd)), pass_name, cache == "--cache", cache_dir or None, complete)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,17 @@ from typing import Any
 import numpy as np
 
 from fuzz.campaign import check
-from fuzz.case import OPERANDS, Block, Case, Tensor, Topology, kernel_to_oihw
+from fuzz.case import (
+    OPERANDS,
+    Block,
+    Case,
+    Epilogue,
+    Form,
+    Tensor,
+    Topology,
+    conv_output_shape,
+    kernel_to_oihw,
+)
 from fuzz.execute import Outputs
 from fuzz.passes import PassFactory
 from fuzz.pipeline import Pipeline
@@ -109,6 +119,19 @@ def _simplifications(case: Case) -> list[tuple[str, Callable[[Case], Case]]]:
             changes.append(
                 (f"{name}={getattr(first.bn, name)!r} -> {default!r}", each_block(**{name: default}))
             )
+    if case.form != Form():
+        changes.append((f"form={case.form.label} -> default", lambda c: replace(c, form=Form())))
+    if case.epilogue is not Epilogue.NONE:
+        changes.append(
+            (
+                f"epilogue={case.epilogue.value} -> none",
+                lambda c: replace(c, epilogue=Epilogue.NONE, residual=None),
+            )
+        )
+    if any(b.bias is not None for b in case.blocks):
+        changes.append(
+            ("conv bias -> none", lambda c: replace(c, blocks=tuple(replace(b, bias=None) for b in c.blocks)))
+        )
     conv = first.conv
     if conv is not None:
         windows: tuple[tuple[str, tuple[int, ...]], ...] = (
@@ -166,6 +189,8 @@ def _simplifications(case: Case) -> list[tuple[str, Callable[[Case], Case]]]:
             (f"parameters={list(case.parameters)} -> all constants", lambda c: replace(c, parameters=()))
         )
     ones = {"x": case.data}
+    if case.residual is not None:
+        ones["skip"] = case.residual
     for name in OPERANDS:
         tensor = first.operand(name)
         if tensor is not None:
@@ -176,6 +201,10 @@ def _simplifications(case: Case) -> list[tuple[str, Callable[[Case], Case]]]:
             def set_ones(c: Case, name: str = name) -> Case:
                 if name == "x":
                     return replace(c, data=Tensor(c.data.dtype, c.data.shape, (1.0,) * len(c.data.values)))
+                if name == "skip":
+                    assert c.residual is not None
+                    r = c.residual
+                    return replace(c, residual=Tensor(r.dtype, r.shape, (1.0,) * len(r.values)))
                 blocks = list(c.blocks)
                 t = blocks[0].operand(name)
                 assert t is not None
@@ -184,7 +213,25 @@ def _simplifications(case: Case) -> list[tuple[str, Callable[[Case], Case]]]:
                 return replace(c, blocks=tuple(blocks))
 
             changes.append((f"{name} values -> all 1.0", set_ones))
-    return changes
+    return [(description, _fitting_residual(change)) for description, change in changes]
+
+
+def _fitting_residual(change: Callable[[Case], Case]) -> Callable[[Case], Case]:
+    """``change``, then the residual cut and retyped to the output it is added to (a change
+    of batch, channels or dtype changes that output)."""
+
+    def changed(c: Case) -> Case:
+        c = change(c)
+        if c.residual is None:
+            return c
+        shape = c.data.shape
+        for b in c.blocks:
+            if b.conv is not None and b.weight is not None:
+                shape = conv_output_shape(b.conv, shape, b.weight.shape)
+        values = c.residual.float64()[tuple(slice(0, n) for n in shape)]
+        return replace(c, residual=Tensor.from_numpy(values, c.blocks[-1].gamma.dtype))
+
+    return changed
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,11 @@ The rules, in order:
   (``build-failure`` / ``run-failure``);
 * a graph the pass must leave alone (training-mode batch_norm, a batch_norm axis
   that is not the conv's output channel axis, operands that are not constants,
-  a batch_norm with no conv before it) was changed (``must-not-fold``);
+  a batch_norm with no conv before it) was rewritten: its operators changed
+  (``must-not-fold``; removing dead bindings alone is no rewrite);
+* for a pass that claims to be a complete fold (``must_fold``): a batch_norm stayed
+  with no reason :mod:`fuzz.decline` can state, or the fold left the wrong operators
+  (a duplicated conv, batch_norm arithmetic computed at run time) (``missed-fold``);
 * outputs changed in number, shape or dtype from both what the module declares
   and what the unfolded program returns (``signature-change``);
 * applying the pass to its own output changed it again (``not-idempotent``);
@@ -31,12 +35,14 @@ Oracles never print and never raise for TVM failures: those arrive as values.
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from fuzz.case import Case
+from fuzz.decline import Decline, block_reasons
 from fuzz.execute import Execution, Failure, Outputs, Stage
 from fuzz.reference import Expected, Reference
 
@@ -51,6 +57,8 @@ class Symptom(str, enum.Enum):
     BUILD_FAILURE = "build-failure"
     RUN_FAILURE = "run-failure"
     MUST_NOT_FOLD = "must-not-fold"
+    #: a pass claiming a complete fold left a batch_norm it had no reason to keep
+    MISSED_FOLD = "missed-fold"
     SIGNATURE_CHANGE = "signature-change"
     NOT_IDEMPOTENT = "not-idempotent"
     #: a pipeline applied as ``Sequential`` and as direct calls gives different modules
@@ -87,7 +95,7 @@ class Verdict:
     #: why the case could not be judged at all (the unfolded program failed), or "".
     skipped: str = ""
     #: why this graph must be left alone by a correct pass (empty if it may be folded).
-    must_not_fold: tuple[str, ...] = ()
+    must_not_fold: tuple[Decline, ...] = ()
     #: largest |folded - reference| / allowed over judged elements (0 when none).
     worst_ratio: float = 0.0
 
@@ -96,32 +104,60 @@ class Verdict:
         return self.findings[0] if self.findings else None
 
 
-def must_not_fold_reasons(case: Case) -> tuple[str, ...]:
+def must_not_fold_reasons(case: Case) -> tuple[Decline, ...]:
     """Why a correct pass must leave every batch_norm of this case in place.
 
     Empty when at least one block may be folded; a partly foldable graph is
     judged by its numbers instead.
     """
-    per_block: list[list[str]] = []
-    for block in case.blocks:
-        reasons = []
-        if not case.topology.has_conv or block.conv is None:
-            reasons.append("no conv2d feeds the batch_norm")
-        else:
-            ndim = len(case.data.shape)
-            if block.bn.axis % ndim != block.conv.channel_axis:
-                reasons.append(
-                    f"batch_norm axis={block.bn.axis} is not the conv output's channel axis "
-                    f"{block.conv.channel_axis} ({block.conv.data_layout})"
-                )
-        if block.bn.training:
-            reasons.append("batch_norm has training=True (batch statistics, not moving ones)")
-        if case.parameters:
-            reasons.append(f"operands {', '.join(case.parameters)} are function parameters, not constants")
-        per_block.append(reasons)
+    per_block = [tuple(d for d in reasons if d.must_not_fold) for reasons in block_reasons(case)]
     if all(per_block):
-        return tuple(dict.fromkeys(r for reasons in per_block for r in reasons))
+        return tuple(dict.fromkeys(d for reasons in per_block for d in reasons))
     return ()
+
+
+def missed_fold(case: Case, before: Mapping[str, int], after: Mapping[str, int]) -> Finding | None:
+    """The ``missed-fold`` finding for a pass claiming a complete fold, given the operator
+    counts (:data:`fuzz.execute.COUNTED_OPS`) of the module before and after it, or None.
+
+    Every block :mod:`fuzz.decline` states no reason for must lose its batch_norm, and a
+    fold of ``k`` blocks keeps the number of conv2d, adds one bias ``add`` per block
+    (taking over the conv's own bias ``add`` where it had one), at most one ``multiply``
+    per block (a per-channel rescale), and computes no ``subtract``, ``divide`` or
+    ``sqrt`` at run time: its constants are folded.
+    """
+    reasons = block_reasons(case)
+    foldable = [i for i, r in enumerate(reasons) if not r]
+    folded = before["batch_norm"] - after["batch_norm"]
+    problems: list[str] = []
+    if folded < len(foldable):
+        left = ", ".join(f"block {i}" for i in foldable)
+        declined = "; ".join(f"block {i}: {'; '.join(map(str, r))}" for i, r in enumerate(reasons) if r)
+        problems.append(
+            f"{after['batch_norm']} batch_norm(s) left of {before['batch_norm']}, but {left} "
+            f"had no reason to stay" + (f" (reasons to stay: {declined})" if declined else "")
+        )
+    if after["conv2d"] != before["conv2d"]:
+        problems.append(f"conv2d count changed from {before['conv2d']} to {after['conv2d']}")
+    if folded > 0:
+        biased = sum(b.bias is not None for b in case.blocks)
+        plain = len(case.blocks) - biased
+        low = before["add"] + folded - min(folded, biased)
+        high = before["add"] + folded - max(0, folded - plain)
+        if not low <= after["add"] <= high:
+            problems.append(f"{after['add']} add(s) after folding {folded}; expected {low} to {high}")
+        if not before["multiply"] <= after["multiply"] <= before["multiply"] + folded:
+            problems.append(
+                f"{after['multiply']} multiply(s) after folding {folded} (before: {before['multiply']})"
+            )
+        for op in ("subtract", "divide", "sqrt"):
+            if after[op] > before[op]:
+                problems.append(
+                    f"{op} computed at run time ({before[op]} -> {after[op]}): constants not folded"
+                )
+    if not problems:
+        return None
+    return Finding(Symptom.MISSED_FOLD, "pass", "incomplete fold: " + "; ".join(problems))
 
 
 def _failure_finding(failure: Failure) -> Finding:
@@ -191,20 +227,31 @@ def _compare(
 
 
 def judge(
-    case: Case, execution: Execution, reference: Reference, *, in_pipeline: bool = False, numbers: bool = True
+    case: Case,
+    execution: Execution,
+    reference: Reference,
+    *,
+    in_pipeline: bool = False,
+    numbers: bool = True,
+    must_fold: bool = False,
 ) -> Verdict:
     """The verdict on one case run through one pass.
 
     ``in_pipeline``: the "pass" is a pipeline (:mod:`fuzz.pipeline`), which may remove
     batch_norm legitimately, so "must not fold" is not judged. ``numbers=False``: the
     pipeline changes the arithmetic's dtype on purpose (mixed precision); outputs must
-    keep their shapes, and their dtypes and values are not judged.
+    keep their shapes, and their dtypes and values are not judged. ``must_fold``: the
+    pass claims to be a complete fold (see :func:`missed_fold`); judged from the IR, so
+    also where TVM cannot build the unfolded program.
     """
     reasons = () if in_pipeline else must_not_fold_reasons(case)
+    missed = None
+    if must_fold and not in_pipeline and execution.op_counts is not None:
+        missed = missed_fold(case, *execution.op_counts)
     baseline = execution.baseline
     if isinstance(baseline, Failure):
         return Verdict(
-            (),
+            (missed,) if missed is not None else (),
             skipped=f"unfolded program failed at {baseline.stage.value}: {baseline.error_type}",
             must_not_fold=reasons,
         )
@@ -212,14 +259,17 @@ def judge(
     folded = execution.folded
     if isinstance(folded, Failure):
         findings.append(_failure_finding(folded))
-    if reasons and execution.changed:
+    rewrote = execution.op_counts is not None and execution.op_counts[0] != execution.op_counts[1]
+    if reasons and execution.changed and rewrote:
         findings.append(
             Finding(
                 Symptom.MUST_NOT_FOLD,
                 "pass",
-                "the pass changed a graph it must leave alone: " + "; ".join(reasons),
+                "the pass changed a graph it must leave alone: " + "; ".join(map(str, reasons)),
             )
         )
+    if missed is not None:
+        findings.append(missed)
     if execution.idempotent is False:
         findings.append(
             Finding(

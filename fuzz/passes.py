@@ -12,6 +12,10 @@ Names:
   pass class (``@function_pass`` on a class), a factory function, or a pass instance
   (then every call returns that same instance).
 
+A resolved name is a :class:`ResolvedPass`: a factory that also says whether the pass
+claims to be a *complete* fold (``fixed`` does: every batch_norm it has no stated
+reason to keep must go, see :mod:`fuzz.decline`), which the oracle then checks.
+
 Key idea: every resolution failure is one exception type, :class:`UnknownPass`, whose
 message says what was given, what exists, and the close matches, so a typo on the
 command line is answered with the fix.
@@ -24,6 +28,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import tvm
@@ -31,9 +36,12 @@ from tvm import relax
 
 __all__ = [
     "BUILTIN_PASSES",
+    "COMPLETE_FOLDS",
     "PassFactory",
+    "ResolvedPass",
     "UnknownPass",
     "available_passes",
+    "claims_complete_fold",
     "identity",
     "resolve_pass",
 ]
@@ -47,6 +55,31 @@ BUILTIN_PASSES: dict[str, str] = {
     "identity": "fuzz.passes:identity",
     "fixed": "fuzz.fold_batchnorm:FoldBatchnormToConv2D",
 }
+
+
+#: Builtin passes that claim to fold every batch_norm they have no stated reason to keep.
+COMPLETE_FOLDS = frozenset({"fixed"})
+
+
+@dataclass(frozen=True)
+class ResolvedPass:
+    """A pass factory found by name; calling it makes a fresh pass.
+
+    ``complete_fold``: the pass claims to be a complete fold, so the oracle also judges
+    the ``missed-fold`` property on it.
+    """
+
+    name: str
+    make: PassFactory
+    complete_fold: bool = False
+
+    def __call__(self) -> Any:
+        return self.make()
+
+
+def claims_complete_fold(make_pass: PassFactory) -> bool:
+    """Whether ``make_pass`` is a :class:`ResolvedPass` that claims a complete fold."""
+    return isinstance(make_pass, ResolvedPass) and make_pass.complete_fold
 
 
 class UnknownPass(ValueError):
@@ -123,10 +156,12 @@ def _import(module_name: str) -> Any:
         return importlib.import_module(module_name)
 
 
-def resolve_pass(name: str) -> PassFactory:
+def resolve_pass(name: str, *, complete_fold: bool | None = None) -> ResolvedPass:
     """The factory for ``name`` (a builtin name or ``"module:attr"``).
 
-    Raises :class:`UnknownPass` naming the problem and the close matches.
+    ``complete_fold`` overrides whether the pass claims a complete fold (default: the
+    builtin names in :data:`COMPLETE_FOLDS` do). Raises :class:`UnknownPass` naming the
+    problem and the close matches.
     """
     spec = BUILTIN_PASSES.get(name, name)
     if ":" not in spec:
@@ -142,4 +177,5 @@ def resolve_pass(name: str) -> PassFactory:
         raise UnknownPass(
             f"unknown pass {name!r}: module {module_name!r} has no attribute {attr!r}.{suggest}"
         )
-    return _as_factory(name, getattr(module, attr))
+    complete = name in COMPLETE_FOLDS if complete_fold is None else complete_fold
+    return ResolvedPass(name, _as_factory(name, getattr(module, attr)), complete)

@@ -44,7 +44,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from fuzz.case import Block, Case, Conv2dAttrs, Topology, kernel_to_oihw, np_dtype
+from fuzz.case import Block, Case, Conv2dAttrs, Epilogue, Topology, kernel_to_oihw, np_dtype
 
 #: Factor between the rounding error we derive and the bound we enforce. The
 #: derivation keeps first-order terms only and assumes one rounding per op;
@@ -343,6 +343,49 @@ def _relu(x: _Tracked) -> _Tracked:
     return _Tracked(x.dtype, np.maximum(x.value, 0), x.budget, x.g, x.z, x.robust)
 
 
+def _clip(x: _Tracked, low: float, high: float) -> _Tracked:
+    """``clip`` moves no value further from another (1-Lipschitz) and rounds nothing."""
+    return _Tracked(x.dtype, np.clip(x.value, low, high), x.budget, x.g, x.z, x.robust)
+
+
+def _add(a: _Tracked, b: _Tracked) -> _Tracked:
+    """``a + b`` (broadcasting) in ``a``'s dtype: one rounding, relative to the budget sum
+    (an addition whose result is subnormal is exact, so no underflow term)."""
+    facts = dtype_facts(a.dtype)
+    with np.errstate(all="ignore"):
+        value = a.value + b.value
+        budget = a.budget + b.budget
+        g = max(a.g, b.g) + gamma_k(1, facts.u)
+        z = a.z + b.z
+        hi = np.abs(value) + SAFETY * (g * budget + z)
+        robust = a.robust & b.robust & _in_range(hi, facts)
+    return _Tracked(a.dtype, value, budget, g, z, np.asarray(robust))
+
+
+def _per_channel(t: _Tracked, axis: int, ndim: int) -> _Tracked:
+    """A 1-D tracked tensor reshaped to broadcast along ``axis`` of a rank-``ndim`` one."""
+    shape = _param_shape(ndim, axis, t.value.shape[0])
+    return _Tracked(
+        t.dtype,
+        t.value.reshape(shape),
+        t.budget.reshape(shape),
+        t.g,
+        np.broadcast_to(t.z, t.value.shape).reshape(shape),
+        np.broadcast_to(t.robust, t.value.shape).reshape(shape),
+    )
+
+
+def _epilogue(x: _Tracked, case: Case, wide: type) -> _Tracked:
+    if case.epilogue is Epilogue.RELU:
+        return _relu(x)
+    if case.epilogue is Epilogue.CLIP:
+        return _clip(x, 0.0, 6.0)
+    if case.epilogue is Epilogue.ADD:
+        assert case.residual is not None
+        return _add(x, _leaf(case.residual.float64(), case.residual.dtype, wide))
+    return x
+
+
 def _finish(t: _Tracked) -> Expected:
     with np.errstate(all="ignore"):
         ref_u = float(np.finfo(t.value.dtype).eps) / 2
@@ -367,15 +410,21 @@ def reference(case: Case) -> Reference:
     x = _leaf(case.data.float64(), case.dtype, wide)
     pressure = -np.inf
     outputs: list[_Tracked] = []
+    ndim = len(case.data.shape)
     for i, block in enumerate(case.blocks):
         conv = _conv(x, block, wide) if case.topology.has_conv else x
-        out, new_mean, new_var = _batch_norm(conv, block, wide)
         if case.topology.has_conv and not block.bn.training:
             pressure = max(pressure, _fold_pressure(conv, block, wide))
+        if block.bias is not None and block.conv is not None:
+            bias = _leaf(block.bias.float64(), block.bias.dtype, wide)
+            conv = _add(conv, _per_channel(bias, block.conv.channel_axis, ndim))
+        out, new_mean, new_var = _batch_norm(conv, block, wide)
         if case.topology is Topology.CHAIN and i == 0:
             x = _relu(out)
             continue
-        outputs.append(out)
+        if case.topology is Topology.STATS_CONSUMED:
+            out = _add(out, _per_channel(new_mean, block.bn.axis % ndim, ndim))
+        outputs.append(_epilogue(out, case, wide))
         if case.topology is Topology.CONV_SHARED:
             outputs.append(conv)
         elif case.topology is Topology.BN_STATS:

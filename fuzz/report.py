@@ -1,29 +1,16 @@
-"""Reports: a corpus entry as a standalone reproducer script and as a GitHub issue text.
+"""Issue texts: a corpus entry as a GitHub issue a TVM maintainer receives.
 
-:func:`render_script` writes a short Python program that needs only ``tvm`` and
-``numpy`` (and ``ml_dtypes``, which ``tvm`` installs, for bfloat16). It builds the
-entry's module with ``relax.BlockBuilder`` (every value exact: Python's shortest
-round-trip decimal, cast to the tensor's dtype), runs it before and after
-``FoldBatchnormToConv2D``, prints both, and exits 1 while the bug is present, 0 once
-it is fixed. "Present" follows the entry's symptom: the pass raises; it rewrites a
-graph it must leave alone; its output is ill-formed or fails to build or run; the
-outputs change shape or dtype; a finite output becomes inf or NaN; or an output
-misses the exact result by more than the error bound (the fuzzer computes the exact
-value and the bound and writes them into the script).
-
-:func:`render_issue` wraps the script in an issue in the shape TVM maintainers receive:
-title, expected and actual behaviour, environment, the script inline, and a
-minimality note from :func:`minimality`, which simplifies each remaining attribute and
-value on its own and re-checks the bug.
-
-Key idea: the script is generated from the case alone, in the same order
-:mod:`fuzz.build` emits it, so what it runs is what the fuzzer ran.
+:func:`render_issue` wraps the entry's reproducer (:func:`fuzz.script.render_script`)
+in an issue: title, expected and actual behaviour (with the numbers of a fresh run),
+where upstream's pass goes wrong (the line, quoted from the installed TVM, and the
+arithmetic of this case), environment, the script inline, and a minimality note from
+:func:`fuzz.minimize.minimality`, which simplifies each remaining attribute and value
+on its own and re-checks the bug.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import math
 import re
 from pathlib import Path
 from typing import Any
@@ -31,297 +18,16 @@ from typing import Any
 import numpy as np
 
 from fuzz.campaign import check
-from fuzz.case import OPERANDS, Block, Case, Tensor, Topology, kernel_to_oihw
+from fuzz.case import Case, kernel_to_oihw
 from fuzz.corpus import Entry
 from fuzz.execute import Outputs
 from fuzz.minimize import minimality
 from fuzz.passes import resolve_pass
-from fuzz.pipeline import DEFAULT_PIPELINE, FOLD, NEIGHBOURS
-from fuzz.reference import reference
+from fuzz.pipeline import DEFAULT_PIPELINE
+from fuzz.script import pipeline_text, render_script
 from fuzz.signature import DEFAULTS, classify
 
 __all__ = ["render_issue", "render_script"]
-
-#: The pass each builtin name stands for, as the script spells it (``fixed`` needs this
-#: repository on ``sys.path``).
-PASS_EXPRESSIONS = {
-    "upstream": "relax.transform.FoldBatchnormToConv2D()",
-    "fixed": "__import__('fuzz.fold_batchnorm').fold_batchnorm.FoldBatchnormToConv2D()",
-}
-
-
-def _literal(value: float) -> str:
-    """Python source for a float; ``repr`` is the shortest text that reads back exactly."""
-    return repr(value) if math.isfinite(value) else f'float("{value}")'
-
-
-def _array(tensor: Tensor) -> str:
-    """Exact NumPy source for a tensor's values (each exact in its dtype)."""
-    dtype = "ml_dtypes.bfloat16" if tensor.dtype == "bfloat16" else f'"{tensor.dtype}"'
-    shape = tuple(tensor.shape)
-    if len({v.hex() for v in tensor.values}) == 1:  # hex: tells 0.0 from -0.0
-        return f"np.full({shape}, {_literal(tensor.values[0])}).astype({dtype})"
-    listed = ", ".join(_literal(v) for v in tensor.values)
-    return f"np.array([{listed}]).reshape({shape}).astype({dtype})"
-
-
-def _operand(case: Case, i: int, name: str) -> str:
-    return f"{name}{i}" if name in case.parameters else f"const({name}{i})"
-
-
-def _conv_call(case: Case, i: int, block: Block, data: str) -> str:
-    conv = block.conv
-    assert conv is not None
-    out_dtype = f'"{conv.out_dtype}"' if conv.out_dtype else "None"
-    return (
-        f"relax.op.nn.conv2d({data}, {_operand(case, i, 'weight')}, strides={list(conv.strides)}, "
-        f"padding={list(conv.padding)}, dilation={list(conv.dilation)}, groups={conv.groups}, "
-        f'data_layout="{conv.data_layout}", kernel_layout="{conv.kernel_layout}", '
-        f'out_layout="{conv.data_layout}", out_dtype={out_dtype})'
-    )
-
-
-def _bn_call(case: Case, i: int, block: Block, data: str) -> str:
-    bn = block.bn
-    args = ", ".join(_operand(case, i, n) for n in ("gamma", "beta", "mean", "var"))
-    return (
-        f"relax.op.nn.batch_norm({data}, {args}, axis={bn.axis}, epsilon={bn.epsilon!r}, "
-        f"center={bn.center}, scale={bn.scale}, momentum={bn.momentum!r}, training={bn.training})"
-    )
-
-
-def _body(case: Case) -> list[str]:
-    """The dataflow block, as lines of ``bb.emit`` calls, ending with ``result = ...``."""
-    lines: list[str] = []
-    data = "x"
-    for i, block in enumerate(case.blocks):
-        if block.conv is not None:
-            lines.append(f'conv{i} = bb.emit({_conv_call(case, i, block, data)}, name_hint="conv{i}")')
-            data = f"conv{i}"
-        lines.append(f'bn{i} = bb.emit({_bn_call(case, i, block, data)}, name_hint="bn{i}")')
-        if case.topology is Topology.BN_STATS:
-            lines.append(f"result = relax.Tuple([bb.emit(relax.TupleGetItem(bn{i}, k)) for k in range(3)])")
-        else:
-            lines.append(f'out{i} = bb.emit(relax.TupleGetItem(bn{i}, 0), name_hint="out{i}")')
-        if case.topology is Topology.CHAIN and i == 0:
-            lines.append('relu0 = bb.emit(relax.op.nn.relu(out0), name_hint="relu0")')
-            data = "relu0"
-    if case.topology is Topology.CONV_SHARED:
-        lines.append("result = relax.Tuple([out0, conv0])")
-    elif case.topology is not Topology.BN_STATS:
-        lines.append(f"result = out{len(case.blocks) - 1}")
-    return lines
-
-
-def _check(entry: Entry) -> list[str]:
-    """Lines that set ``bug`` (a message, or None) from ``before_out`` and ``after_out``."""
-    symptom = entry.symptom
-    if symptom in ("finite-to-nonfinite",):
-        return [
-            "bad = [np.isfinite(b) & ~np.isfinite(a) for b, a in zip(before_out, after_out)]",
-            'bug = "finite outputs became inf or NaN" if any(m.any() for m in bad) else None',
-        ]
-    if symptom == "signature-change" and entry.pipeline is not None and entry.pipeline.mixed_precision:
-        return [
-            "shapes = lambda outs: [o.shape for o in outs]",
-            'bug = f"output shapes changed from {shapes(before_out)} to {shapes(after_out)}" '
-            "if shapes(before_out) != shapes(after_out) else None",
-        ]
-    if symptom == "signature-change":
-        return [
-            "sig = lambda outs: [(o.shape, str(o.dtype)) for o in outs]",
-            'bug = f"outputs changed from {sig(before_out)} to {sig(after_out)}" '
-            "if sig(before_out) != sig(after_out) else None",
-        ]
-    if symptom == "out-of-tolerance":
-        ref = reference(entry.case)
-        exact = [e.value.astype(np.float64).ravel().tolist() for e in ref.outputs]
-        bound = [e.bound.astype(np.float64).ravel().tolist() for e in ref.outputs]
-        return [
-            "# The exact result (computed in wide arithmetic) and the error a correct program in",
-            "# this dtype may have, per element (bnfold-fuzz's rounding-error bound).",
-            f"EXACT = {exact!r}",
-            f"BOUND = {bound!r}",
-            "bug = None",
-            "for k, (b, a) in enumerate(zip(before_out, after_out)):",
-            "    exact, bound = np.array(EXACT[k]), np.array(BOUND[k])",
-            "    allowed = bound + np.abs(b.astype(np.float64).ravel() - exact)",
-            "    err = np.abs(a.astype(np.float64).ravel() - exact)",
-            "    if a.shape == b.shape and (err > allowed).any():",
-            "        i = int(np.argmax(err - allowed))",
-            '        bug = f"output {k} element {i}: after {a.ravel()[i]!r}, before {b.ravel()[i]!r}, '
-            'exact {exact[i]!r}, error {err[i]:.3g} > allowed {allowed[i]:.3g}"',
-        ]
-    return ["bug = None"]
-
-
-def _apply_lines(entry: Entry, make: str) -> list[str]:
-    """``def apply(mod, sequential=...)``: the pass alone, or the entry's pipeline."""
-    pipeline = entry.pipeline
-    if pipeline is None:
-        return ["def apply(mod, sequential=True):", f"    return {make}(mod)"]
-    passes = ", ".join(make if name == FOLD else NEIGHBOURS[name] for name in pipeline.passes)
-    return [
-        f"def apply(mod, sequential={pipeline.sequential}):",
-        f"    passes = [{passes}]",
-        f"    with tvm.transform.PassContext(opt_level={pipeline.opt_level}):",
-        "        if sequential:",
-        "            return tvm.transform.Sequential(passes)(mod)",
-        "        for p in passes:",
-        "            mod = p(mod)",
-        "        return mod",
-    ]
-
-
-def _mismatch_lines(entry: Entry) -> list[str]:
-    if entry.symptom != "sequential-direct-mismatch":
-        return []
-    return [
-        "if apply(before, sequential=True).script() != apply(before, sequential=False).script():",
-        '    print("BUG: Sequential and direct calls of the same passes, every pass enabled, differ")',
-        "    sys.exit(1)",
-    ]
-
-
-def _pipeline_text(entry: Entry) -> str:
-    """The entry's pipeline in words: ``Sequential([ConvertLayout(NHWC,OHWI), FoldBatchnormToConv2D])``."""
-    pipeline = entry.pipeline
-    assert pipeline is not None
-    names = ", ".join("FoldBatchnormToConv2D" if n == FOLD else n for n in pipeline.passes)
-    mode = f"Sequential([{names}])" if pipeline.sequential else f"direct calls of {names}"
-    return mode + (f" at opt_level={pipeline.opt_level}" if pipeline.opt_level != 3 else "")
-
-
-def _check_lines(entry: Entry) -> list[str]:
-    check = _check(entry)
-    if check == ["bug = None"]:
-        return []
-    return [*check, "if bug:", '    print("BUG:", bug)', "    sys.exit(1)"]
-
-
-def render_script(entry: Entry, pass_expression: str | None = None) -> str:
-    """A standalone reproducer for ``entry``; see the module docstring.
-
-    ``pass_expression`` is the Python expression that makes the pass (default:
-    upstream's, for entries found on it).
-    """
-    case = entry.case
-    make = pass_expression or PASS_EXPRESSIONS.get(entry.pass_name, PASS_EXPRESSIONS["upstream"])
-    subject = "tvm.relax.transform.FoldBatchnormToConv2D" if entry.pipeline is None else _pipeline_text(entry)
-    exits = {
-        "crash": "Crashes (killed by a signal) while the bug is present, exits 0 once fixed.",
-        "timeout": "Hangs, stopped by an alarm after 300 s, while the bug is present; exits 0 once fixed.",
-    }.get(entry.symptom, "Exits 1 while the bug is present, 0 once fixed.")
-    tensors: list[tuple[str, Tensor]] = [("x_value", case.data)]
-    for i, block in enumerate(case.blocks):
-        for name in OPERANDS:
-            tensor = block.operand(name)
-            if tensor is not None:
-                tensors.append((f"{name}{i}", tensor))
-    params = ["x"] + [f"{n}{i}" for i, b in enumerate(case.blocks) for n in OPERANDS if n in case.parameters]
-    needs_bf16 = any(t.dtype == "bfloat16" for _, t in tensors)
-    version = entry.provenance.get("tvm", "")
-    lines = [
-        f'"""Reproducer: {entry.signature} in {subject}' + (f" (TVM {version})." if version else "."),
-        "",
-        entry.message.split("; stderr:", 1)[0],
-        "",
-        f"Generated by bnfold-fuzz. Needs tvm and numpy. {exits}",
-        '"""',
-        "",
-        *(["import signal"] if entry.symptom == "timeout" else []),
-        "import sys",
-        "",
-        "import numpy as np",
-        "import tvm",
-        "from tvm import relax",
-        "from tvm.script import relax as R",
-    ]
-    if needs_bf16:
-        lines.append("import ml_dtypes")
-    lines += [
-        "",
-        "",
-        "def const(array):",
-        "    return relax.const(tvm.runtime.tensor(array))",
-        "",
-        "",
-    ]
-    lines += [f"{name} = {_array(tensor)}" for name, tensor in tensors]
-    lines += [
-        "",
-        "bb = relax.BlockBuilder()",
-        'x = relax.Var("x", R.Tensor(x_value.shape, str(x_value.dtype)))',
-    ]
-    for p in params[1:]:
-        lines.append(f'{p}_var = relax.Var("{p}", R.Tensor({p}.shape, str({p}.dtype)))')
-    param_vars = ", ".join(["x"] + [f"{p}_var" for p in params[1:]])
-    lines.append(f'with bb.function("main", [{param_vars}]):')
-    lines.append("    with bb.dataflow():")
-    body = _body(case)
-    for p in params[1:]:
-        body = [line.replace(f"{p}, ", f"{p}_var, ").replace(f"{p})", f"{p}_var)") for line in body]
-    lines += [f"        {line}" for line in body]
-    lines += [
-        "        output = bb.emit_output(result)",
-        "    bb.emit_func_output(output)",
-        "before = bb.get()",
-        f"inputs = [{', '.join(['x_value', *params[1:]])}]",
-        "",
-        "",
-        *_apply_lines(entry, make),
-        "",
-        "",
-        "def run(mod):",
-        '    exe = relax.build(relax.pipeline.zero_pipeline()(mod), target="llvm")',
-        '    result = relax.VirtualMachine(exe, tvm.cpu())["main"](*[tvm.runtime.tensor(a) for a in inputs])',
-        "    flat = [result] if isinstance(result, tvm.runtime.Tensor) else list(result)",
-        "    return [t.numpy() for t in flat]",
-        "",
-        "",
-        *(["signal.alarm(300)  # a hang ends here, killed by SIGALRM"] if entry.symptom == "timeout" else []),
-        "before_out = run(before)",
-        'print("before the pass:", *before_out, sep="\\n")',
-        "try:",
-        "    after = apply(before)",
-        "except Exception as exc:",
-        '    message = " ".join(line for line in str(exc).splitlines() if "Metadata omitted" not in line)',
-        '    print(f"the pass raised {type(exc).__name__}: {message}")',
-        "    sys.exit(1)",
-    ]
-    if entry.symptom == "must-not-fold":
-        lines += [
-            "if after.script() != before.script():",
-            f'    print("BUG: the pass rewrote a graph it must leave alone: {_reason_to_leave(case)}")',
-            "    try:",
-            '        print("after the pass (wrong):", *run(after), sep="\\n")',
-            "    except Exception as exc:",
-            '        print(f"the folded module fails to build or run: {type(exc).__name__}: {exc}")',
-            "    sys.exit(1)",
-        ]
-    lines += [
-        "try:",
-        "    relax.analysis.well_formed(after)",
-        "    after_out = run(after)",
-        "except Exception as exc:",
-        '    print(f"the folded module is ill-formed or fails to build or run: {type(exc).__name__}: {exc}")',
-        "    sys.exit(1)",
-        'print("after the pass:", *after_out, sep="\\n")',
-        *_check_lines(entry),
-        *_mismatch_lines(entry),
-        'print("no bug: the pass behaves correctly on this graph")',
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def _reason_to_leave(case: Case) -> str:
-    block = case.blocks[0]
-    if block.bn.training:
-        return "batch_norm has training=True (batch statistics, not moving ones)"
-    if block.conv is not None and block.bn.axis % 4 != block.conv.channel_axis:
-        return f"batch_norm axis={block.bn.axis} is not the conv output's channel axis"
-    return "see the signature"
-
 
 # ---------------------------------------------------------------------------
 # issue text
@@ -511,6 +217,7 @@ def _headline(entry: Entry) -> str:
     return {
         "pass-exception": f"raises {error_type or 'an exception'}",
         "must-not-fold": "folds a batch_norm it must leave alone",
+        "missed-fold": "leaves a batch_norm it could fold",
         "finite-to-nonfinite": "turns finite outputs into inf/NaN",
         "out-of-tolerance": "changes results beyond rounding error",
         "signature-change": "changes the shape or dtype of the output",
@@ -539,6 +246,9 @@ def render_issue(entry: Entry) -> str:
         "pass-exception": "The pass either folds the batch_norm correctly or leaves the graph unchanged.",
         "must-not-fold": "The pass leaves the graph unchanged: folding is only valid for an inference "
         "batch_norm on the conv's output-channel axis.",
+        "missed-fold": "The pass folds the batch_norm into the conv: it is in inference mode, on the "
+        "conv's output-channel axis, every operand is a constant, neither the conv's output nor the "
+        "statistics have another use, and every folded constant is well inside the dtype's range.",
         "finite-to-nonfinite": "Outputs that are finite without the pass stay finite after it. Here "
         "every intermediate of the unfolded graph stays well inside the dtype's range (checked with a "
         "rounding-error bound), so a correct fold cannot overflow.",
@@ -564,7 +274,7 @@ def render_issue(entry: Entry) -> str:
         if entry.isolated
         else [a.line() for a in minimality(entry.case, resolve_pass(entry.pass_name), entry.pipeline)]
     )
-    subject = "FoldBatchnormToConv2D" if entry.pipeline is None else f"`{_pipeline_text(entry)}`"
+    subject = "FoldBatchnormToConv2D" if entry.pipeline is None else f"`{pipeline_text(entry)}`"
     return "\n".join(
         [
             f"# [Bug][Relax] {subject} {_headline(entry)}" + (f" ({attrs})" if attrs else ""),

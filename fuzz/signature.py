@@ -3,7 +3,8 @@
 A :class:`Signature` is the primary symptom (plus the exception type for
 crashes) and the *essential attributes* of the shrunk case: the attributes that
 differ from the simplest graph (float32, NCHW, OIHW, channel axis, scale and
-center on, inference, one group, conv-bn, all operands constant). Hypothesis
+center on, inference, one group, conv-bn, all operands constant, no conv bias, no
+epilogue, written by the Relax builder in its default form). Hypothesis
 shrinks every attribute that does not matter back to its default, so what is
 left names the trigger: ``out-of-tolerance[scale=False]``,
 ``pass-exception:AttributeError[kernel_layout=IOHW]``, ``finite-to-nonfinite``.
@@ -41,6 +42,9 @@ DEFAULTS: Mapping[str, str] = {
     "training": "False",
     "groups": "1",
     "operands": "constants",
+    "bias": "none",
+    "epilogue": "none",
+    "form": "default",
 }
 
 
@@ -49,16 +53,12 @@ def classify(case: Case) -> dict[str, str]:
 
     Over several blocks, an attribute takes the first non-default value any block has.
     """
-    ndim = len(case.data.shape)
 
     def first_unusual(values: list[str], default: str) -> str:
         return next((v for v in values if v != default), default)
 
     convs = [b.conv for b in case.blocks if b.conv is not None]
-    axes = [
-        "channel" if b.bn.axis % ndim == (b.conv.channel_axis if b.conv else 1) else "non-channel"
-        for b in case.blocks
-    ]
+    axes = ["channel" if channel else "non-channel" for channel in case.channel_axes()]
     return {
         "topology": case.topology.value,
         "dtype": case.dtype,
@@ -73,6 +73,9 @@ def classify(case: Case) -> dict[str, str]:
         "training": str(any(b.bn.training for b in case.blocks)),
         "groups": first_unusual(["1" if c.groups == 1 else "grouped" for c in convs], "1"),
         "operands": "parameters" if case.parameters else "constants",
+        "bias": "conv-bias" if any(b.bias is not None for b in case.blocks) else "none",
+        "epilogue": case.epilogue.value,
+        "form": case.form.label,
     }
 
 

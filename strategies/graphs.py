@@ -1,11 +1,18 @@
 """Whole cases: :func:`cases`, the fuzzer's main entry point, and :func:`case_batches`.
 
 Draw order (so examples shrink from the top down and each part stays local):
-topology, dtype, batch_norm axis, parameter set, then block by block its
-structure (groups and channels, layouts, out_dtype, a window per spatial
-dimension, batch), its batch_norm attributes and its values (the weight's
-class, then for the first block the data, then the weight and the four
-batch_norm operands, each its class then its values).
+topology, dtype, importer, the shape of the graph (which convs have a bias, the
+epilogue, the form: dataflow block, dead statistics, a second function), batch_norm
+axis, parameter set, then block by block its structure (groups and channels,
+layouts, out_dtype, a window per spatial dimension, batch), its batch_norm
+attributes and its values (the weight's class, then for the first block the data,
+then the weight and the four batch_norm operands, each its class then its values,
+then the conv bias's values), and last the residual's values.
+
+An ONNX case (the importer drawn ONNX, possible for the conv-bn, chain and
+conv-shared topologies in float32, float16 and float64) is what ONNX can say: its
+layouts are NCHW/OIHW, its axis the channel axis, center and scale on, no
+out_dtype, epsilon rounded to float32, whatever the other strategies would draw.
 
 Shapes are valid by construction. Each conv window comes from
 :func:`strategies.geometry.window_choices` together with the input sizes it
@@ -37,12 +44,19 @@ from hypothesis.strategies import DrawFn, SearchStrategy
 
 from fuzz.case import (
     DTYPES,
+    EPILOGUE_TOPOLOGIES,
+    ONNX_DTYPES,
+    ONNX_TOPOLOGIES,
     OPERANDS,
     Block,
     Case,
     Conv2dAttrs,
+    Epilogue,
+    Form,
+    Importer,
     Tensor,
     Topology,
+    conv_output_shape,
     kernel_shape,
 )
 
@@ -76,8 +90,13 @@ DEFAULT_DTYPES: SearchStrategy[str] = mostly_first(DTYPES)
 DEFAULT_TOPOLOGIES: SearchStrategy[Topology] = mostly_first(list(Topology))
 DEFAULT_AXES: SearchStrategy[Axis] = mostly_first(list(Axis))
 DEFAULT_MAGNITUDES: SearchStrategy[Magnitude] = mostly_first(list(Magnitude))
-#: The batch_norm operands, which every block has (``weight`` needs a conv).
-BN_OPERANDS: tuple[str, ...] = tuple(name for name in OPERANDS if name != "weight")
+DEFAULT_IMPORTERS: SearchStrategy[Importer] = mostly_first(list(Importer))
+DEFAULT_EPILOGUES: SearchStrategy[Epilogue] = mostly_first(list(Epilogue))
+#: True three times in four (a dataflow block); shrinks to True.
+MOSTLY_TRUE: SearchStrategy[bool] = mostly_first([True, False])
+DEFAULT_FUNCTIONS: SearchStrategy[int] = mostly_first([1, 2])
+#: The batch_norm operands, which every block has (``weight`` and ``bias`` need a conv).
+BN_OPERANDS: tuple[str, ...] = tuple(name for name in OPERANDS if name not in ("weight", "bias"))
 
 
 def _is_dtype(value: object) -> bool:
@@ -90,6 +109,18 @@ def _is_topology(value: object) -> bool:
 
 def _is_axis(value: object) -> bool:
     return isinstance(value, Axis)
+
+
+def _is_importer(value: object) -> bool:
+    return isinstance(value, Importer)
+
+
+def _is_epilogue(value: object) -> bool:
+    return isinstance(value, Epilogue)
+
+
+def _is_function_count(value: object) -> bool:
+    return value in (1, 2) and not isinstance(value, bool)
 
 
 def _is_parameter_set(value: object) -> bool:
@@ -127,6 +158,41 @@ class _Options:
     max_channels: int
     max_spatial: int
     max_batch: int
+    importers: SearchStrategy[Importer]
+    biases: SearchStrategy[bool]
+    epilogues: SearchStrategy[Epilogue]
+    dataflows: SearchStrategy[bool]
+    dead_statistics: SearchStrategy[bool]
+    functions: SearchStrategy[int]
+
+    def for_onnx(self) -> _Options:
+        """These options with every attribute ONNX cannot vary pinned to what it says.
+
+        Each pinned attribute is still drawn, and its value replaced: an ONNX case makes
+        the same choices as a Relax one, so Hypothesis never finds it simpler, and a
+        shrunk case is written by the Relax builder unless the bug needs the importer."""
+        return replace(
+            self,
+            axes=self.axes.map(lambda _: Axis.CHANNEL),
+            negative_axes=self.negative_axes.map(lambda _: False),
+            conv=ConvOptions(
+                data_layouts=self.conv.data_layouts.map(lambda _: "NCHW"),
+                kernel_layouts=self.conv.kernel_layouts.map(lambda _: "OIHW"),
+                wide_out_dtypes=self.conv.wide_out_dtypes.map(lambda _: False),
+            ),
+            bn=BatchNormOptions(
+                epsilons=self.bn.epsilons.map(_float32),
+                centers=self.bn.centers.map(lambda _: True),
+                scales=self.bn.scales.map(lambda _: True),
+                trainings=self.bn.trainings,
+                momenta=self.bn.momenta,
+            ),
+        )
+
+
+def _float32(value: float) -> float:
+    """``value`` rounded to float32 (ONNX stores epsilon as one), never beyond its range."""
+    return float(np.float32(min(value, float(np.finfo(np.float32).max))))
 
 
 def cases(
@@ -149,6 +215,12 @@ def cases(
     max_channels: int = 4,
     max_spatial: int = 4,
     max_batch: int = 2,
+    importers: SearchStrategy[Importer] = DEFAULT_IMPORTERS,
+    biases: SearchStrategy[bool] = MOSTLY_FALSE,
+    epilogues: SearchStrategy[Epilogue] = DEFAULT_EPILOGUES,
+    dataflows: SearchStrategy[bool] = MOSTLY_TRUE,
+    dead_statistics: SearchStrategy[bool] = MOSTLY_FALSE,
+    functions: SearchStrategy[int] = DEFAULT_FUNCTIONS,
 ) -> SearchStrategy[Case]:
     """Valid :class:`~fuzz.case.Case` specs, shrinking toward the simplest graph.
 
@@ -175,6 +247,16 @@ def cases(
       weight, gamma, beta, mean, var; var never negative). When a case's first
       weight is CANCELLING its data is constant, so the +w/-w weights cancel.
 
+    - ``importers``: :class:`~fuzz.case.Importer` (RELAX first): who writes the
+      module; ONNX (an ``onnx.helper`` model through TVM's ``from_onnx``) is drawn
+      only where ONNX can say the case, and pins what ONNX cannot vary (see the
+      module docstring of :mod:`strategies.graphs`).
+    - ``biases``: booleans, per conv: the conv has a bias (a separate ``add``).
+    - ``epilogues``: :class:`~fuzz.case.Epilogue` after the last batch_norm (NONE
+      first; RELU, CLIP, ADD of a second input), for conv-bn and the chain.
+    - ``dataflows`` (True first), ``dead_statistics`` (False first),
+      ``functions`` (1 first, or 2): the :class:`~fuzz.case.Form` of a RELAX case.
+
     Bounds (values): ``min_channels``/``max_channels`` bound every channel
     count; ``max_spatial`` the data's height and width; ``max_batch`` the
     batch. A non-channel axis overrides the bound of the dimension it names
@@ -193,6 +275,12 @@ def cases(
     check_values(magnitudes, "magnitudes", is_magnitude, "a Magnitude")
     if parameters is not None:
         check_values(parameters, "parameters", _is_parameter_set, f"a tuple of names from {OPERANDS}")
+    check_values(importers, "importers", _is_importer, "an Importer")
+    check_values(biases, "biases", is_bool, "a bool")
+    check_values(epilogues, "epilogues", _is_epilogue, "an Epilogue")
+    check_values(dataflows, "dataflows", is_bool, "a bool")
+    check_values(dead_statistics, "dead_statistics", is_bool, "a bool")
+    check_values(functions, "functions", _is_function_count, "1 or 2")
     options = _Options(
         dtypes=dtypes,
         topologies=topologies,
@@ -212,6 +300,12 @@ def cases(
         max_channels=max_channels,
         max_spatial=max_spatial,
         max_batch=max_batch,
+        importers=importers,
+        biases=biases,
+        epilogues=epilogues,
+        dataflows=dataflows,
+        dead_statistics=dead_statistics,
+        functions=functions,
     )
     return _cases(options)
 
@@ -449,8 +543,13 @@ def _draw_weight(draw: DrawFn, conv: _Conv, magnitude: Magnitude) -> Tensor:
     return weight
 
 
-def _block(draw: DrawFn, options: _Options, conv: _Conv, axis: int, weight: Tensor) -> Block:
-    return _draw_bn_block(
+def _draw_bias(draw: DrawFn, magnitudes: SearchStrategy[Magnitude], dtype: str, channels: int) -> Tensor:
+    return _draw_tensor(draw, magnitudes, dtype, (channels,), allow_negative=True)
+
+
+def _block(draw: DrawFn, options: _Options, conv: _Conv, axis: int, weight: Tensor, has_bias: bool) -> Block:
+    """The batch_norm block after ``conv``, then its conv bias's values if it has one."""
+    block = _draw_bn_block(
         draw,
         options,
         axis=axis,
@@ -459,12 +558,73 @@ def _block(draw: DrawFn, options: _Options, conv: _Conv, axis: int, weight: Tens
         conv=conv.attrs,
         weight=weight,
     )
+    if not has_bias:
+        return block
+    return replace(block, bias=_draw_bias(draw, options.magnitudes, conv.out_dtype, conv.c_out))
+
+
+def _output_shape(data: Tensor, blocks: list[Block]) -> tuple[int, ...]:
+    shape = data.shape
+    for block in blocks:
+        if block.conv is not None and block.weight is not None:
+            shape = conv_output_shape(block.conv, shape, block.weight.shape)
+    return shape
+
+
+@dataclass(frozen=True)
+class _Shape:
+    """The choices about a case's shape that its topology allows, drawn before any
+    attribute or value (so shrinking one of them never shifts another's meaning):
+    which convs have a bias, the epilogue, the form."""
+
+    biases: tuple[bool, ...]
+    epilogue: Epilogue
+    form: Form
+
+
+def _draw_shape(draw: DrawFn, options: _Options, topology: Topology, importer: Importer) -> _Shape:
+    biases = tuple(
+        checked_draw(draw, options.biases, "biases", is_bool, "a bool") if topology.has_conv else False
+        for _ in range(topology.n_blocks)
+    )
+    epilogue = Epilogue.NONE
+    if topology in EPILOGUE_TOPOLOGIES:
+        epilogue = checked_draw(draw, options.epilogues, "epilogues", _is_epilogue, "an Epilogue")
+    # Drawn for an ONNX case too, and then ignored (it writes its own form): see
+    # _Options.for_onnx for why an ONNX case makes the same choices.
+    dataflow = checked_draw(draw, options.dataflows, "dataflows", is_bool, "a bool")
+    dead = checked_draw(draw, options.dead_statistics, "dead_statistics", is_bool, "a bool")
+    functions = 1
+    if topology in (Topology.CONV_BN, Topology.CHAIN):
+        functions = checked_draw(draw, options.functions, "functions", _is_function_count, "1 or 2")
+    form = Form(Importer.ONNX) if importer is Importer.ONNX else Form(importer, dataflow, dead, functions)
+    return _Shape(biases, epilogue, form)
 
 
 @st.composite
 def _cases(draw: DrawFn, options: _Options) -> Case:
     topology = checked_draw(draw, options.topologies, "topologies", _is_topology, "a Topology")
     dtype = checked_draw(draw, options.dtypes, "dtypes", _is_dtype, f"one of {DTYPES}")
+    importer = Importer.RELAX
+    if topology in ONNX_TOPOLOGIES and dtype in ONNX_DTYPES:
+        importer = checked_draw(draw, options.importers, "importers", _is_importer, "an Importer")
+    if importer is Importer.ONNX:
+        options = options.for_onnx()
+    shape = _draw_shape(draw, options, topology, importer)
+    case = _draw_case(draw, options, topology, dtype, shape)
+    # Only the parameters the case has; then the residual's values, last of all.
+    present = tuple(n for n in case.parameters if any(b.operand(n) is not None for b in case.blocks))
+    residual = None
+    if shape.epilogue is Epilogue.ADD:
+        out = _output_shape(case.data, list(case.blocks))
+        residual = _draw_tensor(
+            draw, options.magnitudes, case.blocks[-1].gamma.dtype, out, allow_negative=True
+        )
+    return replace(case, parameters=present, epilogue=shape.epilogue, residual=residual, form=shape.form)
+
+
+def _draw_case(draw: DrawFn, options: _Options, topology: Topology, dtype: str, shape: _Shape) -> Case:
+    """The structure, attributes and values of a case (its epilogue and form aside)."""
     axis = checked_draw(draw, options.axes, "axes", _is_axis, "an Axis")
     negative = checked_draw(draw, options.negative_axes, "negative_axes", is_bool, "a bool")
     parameters = _draw_parameters(draw, options, topology)
@@ -477,10 +637,10 @@ def _cases(draw: DrawFn, options: _Options) -> Case:
     batch = _draw_batch(draw, options, axis, first.c_out)
     weight_class = _draw_magnitude(draw, options.magnitudes)
     dims = {"N": batch, "C": first.c_in, "H": first.in_size[0], "W": first.in_size[1]}
-    shape = tuple(dims[d] for d in data_layout)
-    data = _draw_data(draw, options.magnitudes, dtype, shape, weight_class=weight_class)
+    data_shape = tuple(dims[d] for d in data_layout)
+    data = _draw_data(draw, options.magnitudes, dtype, data_shape, weight_class=weight_class)
     weight = _draw_weight(draw, first, weight_class)
-    blocks = [_block(draw, options, first, axis_index, weight)]
+    blocks = [_block(draw, options, first, axis_index, weight, shape.biases[0])]
     if topology is Topology.CHAIN:
         second = _draw_conv(
             draw,
@@ -491,7 +651,7 @@ def _cases(draw: DrawFn, options: _Options) -> Case:
             previous=first,
         )
         weight = _draw_weight(draw, second, _draw_magnitude(draw, options.magnitudes))
-        blocks.append(_block(draw, options, second, axis_index, weight))
+        blocks.append(_block(draw, options, second, axis_index, weight, shape.biases[1]))
     return Case(topology=topology, data=data, blocks=tuple(blocks), parameters=parameters)
 
 
@@ -548,5 +708,9 @@ def _revalued(draw: DrawFn, case: Case, magnitudes: SearchStrategy[Magnitude]) -
         weight = _draw_kernel(draw, block.conv, oihw, block.weight.dtype, magnitude)
         assert weight.shape == block.weight.shape
         values = _draw_bn_values(draw, magnitudes, block.gamma.dtype, block.gamma.shape[0])
-        blocks.append(replace(block, weight=weight, **values))
-    return replace(case, data=data, blocks=tuple(blocks))
+        bias = block.bias and _draw_bias(draw, magnitudes, block.bias.dtype, block.bias.shape[0])
+        blocks.append(replace(block, weight=weight, bias=bias, **values))
+    residual = case.residual
+    if residual is not None:
+        residual = _draw_tensor(draw, magnitudes, residual.dtype, residual.shape, allow_negative=True)
+    return replace(case, data=data, blocks=tuple(blocks), residual=residual)

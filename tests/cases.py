@@ -28,6 +28,8 @@ from fuzz.case import (
     Block,
     Case,
     Conv2dAttrs,
+    Epilogue,
+    Form,
     Tensor,
     Topology,
     kernel_shape,
@@ -36,7 +38,7 @@ from fuzz.case import (
 __all__ = ["PUBLIC_NAN_REPORT", "conv_output_shape", "default_values", "make_case"]
 
 #: Operand names that ``values`` may override; ``f"{name}{i}"`` targets block ``i`` only.
-VALUE_KEYS = ("x", "weight", "gamma", "beta", "mean", "var")
+VALUE_KEYS = ("x", "weight", "bias", "gamma", "beta", "mean", "var", "skip")
 
 
 def default_values(name: str, shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
@@ -47,7 +49,7 @@ def default_values(name: str, shape: tuple[int, ...]) -> np.ndarray[Any, Any]:
         values = 0.5 + (k % 3) * 0.25  # positive, so sqrt(var + eps) is well defined
     elif name == "gamma":
         values = 1.0 + ((k % 5) - 2) * 0.125
-    elif name == "x":
+    elif name in ("x", "skip"):
         values = ((k * 5) % 13 - 6) * 0.125
     else:  # weight, beta, mean
         values = ((k * 3 + len(name)) % 11 - 5) * 0.125
@@ -93,6 +95,9 @@ def make_case(
     momentum: float = 0.1,
     training: bool = False,
     parameters: tuple[str, ...] = (),
+    bias: bool = False,
+    epilogue: Epilogue = Epilogue.NONE,
+    form: Form | None = None,
     values: Mapping[str, Any] | None = None,
 ) -> Case:
     """A valid case; see the module docstring.
@@ -101,8 +106,11 @@ def make_case(
     of the batch_norm input (``out_dtype`` if set), as TVM's type inference requires.
     ``axis=None`` means the channel axis of the batch_norm input (``data_layout``'s C).
     For the chain topology the second block maps ``c_out -> c_out`` with the same
-    attributes. ``values`` maps an operand name (``"x"``, ``"weight"``, ``"gamma"``,
-    ``"beta"``, ``"mean"``, ``"var"``; or ``"gamma1"`` for block 1 only) to either
+    attributes. ``bias`` gives every conv a bias; ``epilogue`` follows the last
+    batch_norm (``Epilogue.ADD`` adds the residual ``skip``); ``form`` is how the
+    module is written (default: ``Form()``). ``values`` maps an operand name (``"x"``,
+    ``"weight"``, ``"bias"``, ``"gamma"``, ``"beta"``, ``"mean"``, ``"var"``, ``"skip"``;
+    or ``"gamma1"`` for block 1 only) to either
     all the operand's values (any shape with the right size, read row-major) or to
     anything ``np.broadcast_to`` fits to its shape, e.g. a scalar. Values are rounded
     to the dtype; out-of-range values become inf without a warning.
@@ -162,9 +170,19 @@ def make_case(
                 var=tensor("var", length, current, i),
                 conv=conv if topology.has_conv else None,
                 weight=weight,
+                bias=tensor("bias", length, current, i) if bias else None,
             )
         )
-    return Case(topology=topology, data=data, blocks=tuple(blocks), parameters=parameters)
+    residual = tensor("skip", shape, current) if epilogue is Epilogue.ADD else None
+    return Case(
+        topology=topology,
+        data=data,
+        blocks=tuple(blocks),
+        parameters=parameters,
+        epilogue=epilogue,
+        residual=residual,
+        form=form or Form(),
+    )
 
 
 #: The public NaN report: x = 1e13, W = +-1e13, gamma = 1e13. The unfolded program's

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from fuzz.case import SCHEMA_VERSION
 from fuzz.cli import main
 
 FINDING_KEYS = {"signature", "symptom", "stage", "first_seconds", "attributes"}
@@ -122,4 +123,25 @@ def test_upstream_run_finds_and_writes_findings(tmp_path: Path, capsys: pytest.C
     written = sorted(tmp_path.glob("*.json"))
     assert len(written) == len(summary["findings"])
     record = json.loads(written[0].read_text())
-    assert record["case"]["schema"] == 1
+    assert record["case"]["schema"] == SCHEMA_VERSION
+
+
+def test_identity_judged_as_a_complete_fold_misses_folds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "run",
+            "--pass",
+            "identity",
+            "--must-fold",
+            "--max-examples",
+            "10",
+            "--shrink-seconds",
+            "5",
+            "--json",
+        ]
+    )
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 1 and summary["findings"][0]["symptom"] == "missed-fold"
+    assert main(["run", "--pass", "identity", "--max-examples", "10", "--json"]) == 0  # not claimed: none

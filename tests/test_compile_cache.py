@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 
 import strategies
 from fuzz.build import ModuleError, build_module, lift_constants, runtime_inputs, unfolded_program
-from fuzz.case import Case, Topology
+from fuzz.case import Case, Epilogue, Form, Importer, Tensor, Topology
 from fuzz.compat import structural_equal
 from fuzz.compile_cache import CompileCache
 from fuzz.execute import Execution, Failure, Outputs, Stage, execute
@@ -47,6 +48,37 @@ def test_cached_path_is_bit_identical_on_extreme_values(pass_name: str, index: i
     case = EXTREME[index]
     cache = CompileCache()
     assert_same(execute(case, make_pass), execute(case, make_pass, cache.run))
+
+
+#: Every form a module is written in: the lifted constants come back in the right order
+#: (through a call of a second function, past an ONNX clip's own bounds).
+EPS32 = float(np.float32(1e-5))
+FORMS = [
+    make_case(**ONE, bias=True, epilogue=Epilogue.ADD, values={"gamma": 3.0}),
+    make_case(**ONE, form=Form(functions=2, dead_statistics=True), parameters=("beta",)),
+    make_case(topology=Topology.CHAIN, c_in=3, form=Form(functions=2, dataflow=False), bias=True),
+    make_case(**ONE, form=Form(Importer.ONNX), epsilon=EPS32, bias=True, epilogue=Epilogue.CLIP),
+    make_case(**ONE, form=Form(Importer.ONNX), epsilon=EPS32, parameters=("mean",), epilogue=Epilogue.ADD),
+    make_case(**ONE, topology=Topology.STATS_CONSUMED),
+]
+
+
+@pytest.mark.parametrize("pass_name", ["upstream", "fixed"])
+@pytest.mark.parametrize("index", range(len(FORMS)))
+def test_cached_path_is_bit_identical_in_every_form(pass_name: str, index: int) -> None:
+    make_pass = resolve_pass(pass_name)
+    case = FORMS[index]
+    assert_same(execute(case, make_pass), execute(case, make_pass, CompileCache().run))
+
+
+def test_a_module_of_one_structure_takes_each_cases_values() -> None:
+    # the unfolded program is memoised per structure: a second value set must not reuse the first's
+    first = FORMS[3]
+    second = replace(first, data=Tensor.from_numpy(first.data.float64() * 3, first.dtype))
+    cache = CompileCache()
+    identity = resolve_pass("identity")
+    assert bits(execute(second, identity, cache.run).baseline) == bits(execute(second, identity).baseline)
+    assert bits(execute(first, identity, cache.run).baseline) == bits(execute(first, identity).baseline)
 
 
 CACHE = CompileCache(capacity=64)

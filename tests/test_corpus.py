@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 
 from fuzz.corpus import Entry, dumps_entry, load_entry, replay
+from fuzz.decline import Reason, block_reasons
+from fuzz.declines import DECLINED
 from fuzz.minimize import found, minimality
 from fuzz.passes import resolve_pass
 from fuzz.signature import classify
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
-ENTRIES = sorted(CORPUS.glob("*.json"))
+ENTRIES = sorted(CORPUS.glob("*.json"))  # the upstream defect classes
 #: Findings of pipeline campaigns (``bnfuzz run --pipelines``): the pass among its neighbours.
 PIPELINE_ENTRIES = sorted((CORPUS / "pipelines").glob("*.json"))
 
@@ -84,3 +86,33 @@ def test_pipeline_entry_replays_as_expected(path: Path) -> None:
         result = replay(entry, name)
         assert result.as_expected, f"{path.name} on {name}: {result.status}, expected {result.expected}"
     assert dumps_entry(entry) == path.read_text()
+
+
+#: Decline entries (``bnfuzz declines``): per reason a fold may keep a batch_norm, the
+#: smallest case where ``fixed`` keeps it.
+DECLINE_ENTRIES = sorted((CORPUS / "declines").glob("*.json"))
+
+
+def test_there_is_a_decline_entry_per_reason() -> None:
+    named = {load_entry(p).signature for p in DECLINE_ENTRIES}
+    assert named == {f"{DECLINED}[reason={r.name.lower()}]" for r in Reason}
+
+
+@pytest.mark.parametrize("path", DECLINE_ENTRIES, ids=[p.stem for p in DECLINE_ENTRIES])
+def test_decline_entry_replays_and_its_reason_is_stated(path: Path) -> None:
+    entry = load_entry(path)
+    assert entry.symptom == DECLINED and entry.expect["fixed"] == "passes"
+    for name in entry.expect:
+        result = replay(entry, name)
+        assert result.as_expected, f"{path.name} on {name}: {result.status}, expected {result.expected}"
+        if name == "fixed":  # kept the batch_norm, and the must-fold property accepted it
+            assert not result.checked.execution.fired
+    reason = Reason[entry.signature.split("reason=", 1)[1].rstrip("]").upper()]
+    assert all({d.reason for d in reasons} == {reason} for reasons in block_reasons(entry.case))
+    assert dumps_entry(entry) == path.read_text()
+
+
+def test_a_decline_entry_fails_on_a_pass_that_folds_it_anyway() -> None:
+    # upstream folds training-mode batch_norm: the training entry fails on it
+    entry = load_entry(CORPUS / "declines" / "declined_reason=training_.json")
+    assert replay(entry, "upstream").status == "fails"

@@ -18,13 +18,14 @@ import tvm
 from cases import PUBLIC_NAN_REPORT, make_case
 from tvm import relax
 
-from fuzz.build import build_module
+from fuzz.build import build_module, runtime_inputs
 from fuzz.campaign import check
-from fuzz.case import Case, Topology
+from fuzz.case import Case, Epilogue, Form, Importer, Topology
 from fuzz.compat import assert_well_formed, constant_value, structural_equal
-from fuzz.execute import Outputs, count_batch_norms
+from fuzz.execute import Outputs, compile_and_run, count_batch_norms
 from fuzz.fold_batchnorm import FoldBatchnormToConv2D
 from fuzz.passes import resolve_pass
+from fuzz.reference import reference
 
 FIXED = resolve_pass("fixed")
 UPSTREAM = resolve_pass("upstream")
@@ -71,6 +72,10 @@ def test_called_like_upstream() -> None:
     assert count_batch_norms(made(build_module(make_case()))) == 0
 
 
+ONNX = Form(Importer.ONNX)
+#: 1e-5 as ONNX stores it (a float32)
+EPS32 = float(np.float32(1e-5))
+
 LEAVE_ALONE = {
     "training": make_case(training=True),
     "axis-not-channel": make_case(axis=2, height=3, width=3),
@@ -81,6 +86,10 @@ LEAVE_ALONE = {
     "gamma-parameter": make_case(parameters=("gamma",)),
     "zero-variance-no-epsilon": make_case(epsilon=0.0, values={"var": 0.0}),
     "bias-out-of-range": make_case(values={"mean": 3e38, "gamma": 2.0, "var": 1.0}),
+    "statistics-consumed": make_case(topology=Topology.STATS_CONSUMED),
+    "bias-parameter": make_case(bias=True, parameters=("bias",)),
+    "onnx-training": make_case(form=ONNX, epsilon=EPS32, training=True),
+    "onnx-conv-shared": make_case(form=ONNX, epsilon=EPS32, topology=Topology.CONV_SHARED, bias=True),
 }
 
 
@@ -110,6 +119,26 @@ FOLD = {
     "strided-padded-dilated": make_case(
         strides=(2, 1), padding=(1, 0, 2, 1), dilation=(1, 2), height=7, width=7
     ),
+    # the shapes importers write
+    "dead-statistics": make_case(form=Form(dead_statistics=True)),
+    "no-dataflow": make_case(form=Form(dataflow=False, dead_statistics=True)),
+    "two-functions": make_case(form=Form(functions=2)),
+    "two-functions-chain": make_case(
+        topology=Topology.CHAIN, c_in=3, form=Form(functions=2, dead_statistics=True)
+    ),
+    "conv-bias": make_case(bias=True, values={"bias": [0.5, -4.0, 1e3]}),
+    "conv-bias-nhwc": make_case(bias=True, data_layout="NHWC", kernel_layout="HWIO"),
+    "conv-bias-chain": make_case(bias=True, topology=Topology.CHAIN, c_in=3),
+    "relu": make_case(epilogue=Epilogue.RELU),
+    "clip": make_case(epilogue=Epilogue.CLIP, values={"beta": 5.0}),
+    "residual-add": make_case(epilogue=Epilogue.ADD),
+    "onnx": make_case(form=ONNX, epsilon=EPS32),
+    "onnx-bias-relu": make_case(form=ONNX, epsilon=EPS32, bias=True, epilogue=Epilogue.RELU),
+    "onnx-chain-clip": make_case(
+        form=ONNX, epsilon=EPS32, topology=Topology.CHAIN, c_in=3, epilogue=Epilogue.CLIP
+    ),
+    "onnx-float64-add": make_case(form=ONNX, epsilon=EPS32, dtype="float64", epilogue=Epilogue.ADD),
+    "onnx-grouped": make_case(form=ONNX, epsilon=EPS32, c_in=4, c_out=4, groups=2, bias=True),
 }
 
 
@@ -118,8 +147,38 @@ def test_folds_and_stays_within_the_bound(name: str) -> None:
     checked = check(FOLD[name], FIXED)
     ex = checked.execution
     assert ex.fired and ex.changed and ex.idempotent
-    assert checked.verdict.primary is None, checked.verdict.primary
+    assert ex.op_counts is not None and ex.op_counts[1]["batch_norm"] == 0
+    assert checked.verdict.primary is None, checked.verdict.primary  # missed-fold judged too
     assert isinstance(ex.folded, Outputs)
+
+
+def test_removes_what_the_fold_leaves_unused_and_nothing_else() -> None:
+    mod = folded(make_case(bias=True, form=Form(dead_statistics=True)))
+    assert ops(mod) == ["relax.nn.conv2d", "relax.multiply", "relax.add"]
+    names = [str(b.var.name) for block in mod["main"].body.blocks for b in block.bindings]
+    assert "mean0" not in names and "var0" not in names and "bias0_r" not in names
+
+
+def test_a_dead_binding_it_did_not_make_is_kept() -> None:
+    training = build_module(make_case(training=True, form=Form(dead_statistics=True)))
+    assert structural_equal(FIXED()(training), training)
+
+
+@pytest.mark.parametrize("kernel_layout", ["OHWI", "HWIO"])
+def test_folds_after_convert_layout(kernel_layout: str) -> None:
+    """The NHWC path TVM users take: the ONNX frontend, ConvertLayout, then the fold;
+    ConvertLayout leaves the weight as a permute_dims of a constant."""
+    case = make_case(form=ONNX, epsilon=EPS32, bias=True, epilogue=Epilogue.RELU, values={"gamma": 1.75})
+    mod = build_module(case)
+    nhwc = relax.transform.ConvertLayout({"relax.nn.conv2d": ["NHWC", kernel_layout]})(mod)
+    after = FIXED()(nhwc)
+    assert count_batch_norms(after) == 0 and "relax.permute_dims" in ops(nhwc)
+    assert ops(after).count("relax.permute_dims") == 2  # the data's, in and out; the weight's is gone
+    inputs = [a for a in runtime_inputs(case)]
+    base, folded_out = (compile_and_run(m, inputs)[0] for m in (mod, after))
+    assert isinstance(base, Outputs) and isinstance(folded_out, Outputs)
+    ref = reference(case).outputs[0]
+    assert np.all(np.abs(folded_out.values[0] - ref.value) <= ref.bound + np.abs(base.values[0] - ref.value))
 
 
 # One case per upstream defect class (BACKGROUND section 2): upstream has a finding,

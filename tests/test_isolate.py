@@ -57,8 +57,11 @@ def test_a_campaign_survives_a_segfaulting_pass_and_keeps_every_finding() -> Non
             resolve_pass("upstream"), max_examples=60, shrink_seconds=10, cases=cases, checker=isolated
         )
     found = {str(hit.signature) for hit in result.hits}
-    assert "crash:SIGSEGV[training=True]" in found
-    assert "pass-exception:AttributeError[kernel_layout=IOHW]" in found  # found around the crashes
+    # how far shrinking a crash gets in 10 s (a fresh worker per step) depends on the machine's
+    # load: the crash is found, and whatever it shrank to still needs training=True
+    crashes = [s for s in found if s.startswith("crash:SIGSEGV[")]
+    assert crashes and all("training=True" in s for s in crashes), found
+    assert any(s.startswith("pass-exception:AttributeError[") and "kernel_layout=IOHW" in s for s in found)
 
 
 def test_the_cli_writes_crash_findings_and_promote_replays_them_isolated(tmp_path: Path) -> None:

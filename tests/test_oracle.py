@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from cases import PUBLIC_NAN_REPORT, make_case
 
-from fuzz.case import Case
-from fuzz.execute import Execution, Failure, Outputs, Stage
+from fuzz.case import Case, Topology
+from fuzz.decline import Reason, block_reasons
+from fuzz.execute import COUNTED_OPS, Execution, Failure, Outputs, Stage
 from fuzz.oracle import Symptom, judge, must_not_fold_reasons
 from fuzz.reference import reference
 
@@ -31,7 +32,18 @@ def outputs_of(arrays: list[np.ndarray[Any, Any]], dtype: str = "float32") -> Ou
 def rounded_reference(case: Case) -> Outputs:
     """What an exact program in float32 would print: the reference rounded once."""
     ref = reference(case)
-    return outputs_of([e.value.astype(np.float32) for e in ref.outputs])
+    with np.errstate(over="ignore"):  # an output beyond float32's range prints as inf
+        return outputs_of([e.value.astype(np.float32) for e in ref.outputs])
+
+
+def counts(**changes: int) -> dict[str, int]:
+    """Operator counts of a one-block conv + batch_norm module, with ``changes``."""
+    return dict.fromkeys(COUNTED_OPS, 0) | {"conv2d": 1, "batch_norm": 1} | changes
+
+
+#: A fold of one block: the batch_norm gone, one bias add, one per-channel multiply.
+FOLDED = (counts(), counts(batch_norm=0, add=1, multiply=1))
+UNCHANGED = (counts(), counts())
 
 
 def execution(case: Case, folded: Outputs | Failure | None = None, **facts: Any) -> Execution:
@@ -40,6 +52,7 @@ def execution(case: Case, folded: Outputs | Failure | None = None, **facts: Any)
         changed=True, fired=True, idempotent=True, pass_seconds=0.0, build_seconds=0.0
     )
     defaults.update(facts)
+    defaults.setdefault("op_counts", FOLDED if defaults["changed"] else UNCHANGED)
     return Execution(baseline=base, folded=base if folded is None else folded, **defaults)
 
 
@@ -92,6 +105,15 @@ def test_must_not_fold(case: Case) -> None:
     assert must_not_fold_reasons(case)
     assert Symptom.MUST_NOT_FOLD in symptoms(case, execution(case, changed=True))
     assert Symptom.MUST_NOT_FOLD not in symptoms(case, execution(case, changed=False))
+
+
+def test_removing_dead_bindings_alone_is_no_rewrite() -> None:
+    training = make_case(training=True)
+    # structurally changed (dead projections dropped), the same operators: not a fold
+    assert Symptom.MUST_NOT_FOLD not in symptoms(
+        training, execution(training, changed=True, op_counts=UNCHANGED)
+    )
+    assert Symptom.MUST_NOT_FOLD in symptoms(training, execution(training, changed=True, op_counts=FOLDED))
 
 
 def test_foldable_graph_may_change() -> None:
@@ -189,3 +211,88 @@ def test_without_numbers_only_output_shapes_are_judged() -> None:
     assert [f.symptom for f in verdict.findings] == [Symptom.OUT_OF_TOLERANCE]  # with numbers: judged
     verdict = judge(CASE, execution(CASE, reshaped), reference(CASE), in_pipeline=True, numbers=False)
     assert [f.symptom for f in verdict.findings] == [Symptom.SIGNATURE_CHANGE]
+
+
+def must_fold(case: Case, ex: Execution) -> list[Symptom]:
+    return [f.symptom for f in judge(case, ex, reference(case), must_fold=True).findings]
+
+
+def test_missed_fold_when_a_foldable_batch_norm_stays() -> None:
+    assert block_reasons(CASE) == ((),)
+    assert must_fold(CASE, execution(CASE, changed=False)) == [Symptom.MISSED_FOLD]
+    assert must_fold(CASE, execution(CASE)) == []
+    # not claimed: no missed-fold
+    assert symptoms(CASE, execution(CASE, changed=False)) == []
+
+
+@pytest.mark.parametrize(
+    ("case", "reason"),
+    [
+        (make_case(training=True), Reason.TRAINING),
+        (make_case(axis=0, batch=3), Reason.AXIS),
+        (make_case(parameters=("mean",)), Reason.NON_CONSTANT),
+        (make_case(bias=True, parameters=("bias",)), Reason.NON_CONSTANT),
+        (make_case(topology=Topology.CONV_SHARED), Reason.SHARED_CONV),
+        (make_case(topology=Topology.BN_STATS), Reason.STATISTICS),
+        (make_case(topology=Topology.STATS_CONSUMED), Reason.STATISTICS),
+        (make_case(topology=Topology.BN_ONLY), Reason.NO_CONV),
+        (make_case(values={"gamma": 1e38, "var": 1e-30}, epsilon=0.0), Reason.RANGE),  # |s| ~ 1e53
+        (make_case(values={"mean": 3e38, "gamma": 0.5}), Reason.RANGE),  # the folded bias ~ 1.5e38
+        (make_case(values={"var": 0.0}, epsilon=0.0), Reason.RANGE),  # var + eps = 0
+    ],
+    ids=[
+        "training",
+        "axis",
+        "parameter",
+        "bias-parameter",
+        "shared-conv",
+        "statistics-returned",
+        "statistics-consumed",
+        "no-conv",
+        "huge-scale",
+        "huge-bias",
+        "zero-variance",
+    ],
+)
+def test_a_decline_with_a_stated_reason_is_no_missed_fold(case: Case, reason: Reason) -> None:
+    (reasons,) = block_reasons(case)
+    assert reason in {d.reason for d in reasons}
+    assert Symptom.MISSED_FOLD not in must_fold(case, execution(case, changed=False))
+
+
+def test_the_range_reason_has_slack_around_the_guard() -> None:
+    # |bias| = max/4 exactly: a sound pass may fold it (its guard) or decline (slack)
+    quarter = float(np.finfo(np.float32).max) / 4
+    assert {
+        d.reason
+        for d in block_reasons(
+            make_case(values={"mean": -quarter, "gamma": 1.0, "var": 1.0, "beta": 0.0}, epsilon=0.0)
+        )[0]
+    } == {Reason.RANGE}
+    # a folded bias of 1e30 is ordinary: no reason
+    assert block_reasons(make_case(values={"mean": -1e30, "gamma": 1.0, "var": 1.0}, epsilon=0.0)) == ((),)
+
+
+def test_a_fold_that_duplicates_the_conv_is_a_missed_fold() -> None:
+    duplicated = (counts(), counts(conv2d=2, batch_norm=0, add=1))
+    assert must_fold(CASE, execution(CASE, op_counts=duplicated)) == [Symptom.MISSED_FOLD]
+
+
+def test_batch_norm_arithmetic_left_at_run_time_is_a_missed_fold() -> None:
+    # upstream's fold: the scale computed at run time (FoldConstant would remove it)
+    symbolic = (counts(), counts(batch_norm=0, add=2, multiply=2, subtract=1, divide=1, sqrt=1))
+    assert must_fold(CASE, execution(CASE, op_counts=symbolic)) == [Symptom.MISSED_FOLD]
+
+
+def test_the_bias_add_of_a_conv_with_bias_is_taken_over() -> None:
+    biased = make_case(bias=True, kh=1, kw=1, height=2, width=2)
+    before = counts(add=1)
+    assert must_fold(biased, execution(biased, op_counts=(before, counts(batch_norm=0, add=1)))) == []
+    extra = (before, counts(batch_norm=0, add=2))  # the conv's bias add kept beside the new one
+    assert must_fold(biased, execution(biased, op_counts=extra)) == [Symptom.MISSED_FOLD]
+
+
+def test_missed_fold_is_judged_where_the_unfolded_program_fails() -> None:
+    ex = replace(execution(CASE, changed=False), baseline=Failure(Stage.BUILD, "TVMError", "no"))
+    verdict = judge(CASE, ex, reference(CASE), must_fold=True)
+    assert [f.symptom for f in verdict.findings] == [Symptom.MISSED_FOLD] and verdict.skipped

@@ -3,9 +3,10 @@
 The example count comes from the Hypothesis profile (``HYPOTHESIS_PROFILE``:
 ``ci``, ``dev``, ``nightly``; see ``conftest.py``). ``identity`` and the narrow
 correct fold in ``correct_fold.py`` and our fixed pass (``fuzz/fold_batchnorm.py``)
-must give no finding; TVM's upstream pass is
-known to be wrong, so its property is a strict xfail: the test suite fails if the
-fuzzer ever stops finding its bugs.
+must give no finding (for ``fixed``, which claims a complete fold, that includes the
+must-fold property: no ``missed-fold``); TVM's upstream pass is known to be wrong, and
+``identity`` claimed as a complete fold folds nothing, so their properties are strict
+xfails: the test suite fails if the fuzzer ever stops finding those bugs.
 """
 
 from __future__ import annotations
@@ -66,3 +67,11 @@ def test_pass_has_no_finding(name: str, case: Case) -> None:
 def test_upstream_has_no_finding(case: Case) -> None:
     verdict = check(case, resolve_pass("upstream"), RUNNER).verdict
     assert verdict.primary is None, verdict.primary
+
+
+@pytest.mark.xfail(strict=True, reason="identity folds nothing: the must-fold property catches it")
+@settings(phases=[Phase.explicit, Phase.reuse, Phase.generate])  # a hit is enough: no shrinking
+@given(case=strategies.cases())
+def test_identity_claimed_as_a_complete_fold_has_no_missed_fold(case: Case) -> None:
+    verdict = check(case, resolve_pass("identity", complete_fold=True), RUNNER).verdict
+    assert Symptom.MISSED_FOLD not in [f.symptom for f in verdict.findings], verdict.primary

@@ -440,7 +440,13 @@ BAD_ARGUMENTS: list[tuple[Callable[[], object], str]] = [
     (lambda: cases(epsilons=st.just(math.inf)), "epsilons=just(inf)"),
     (lambda: cases(momenta=st.just(2.0)), "momenta=just(2.0)"),
     (lambda: cases(centers=st.just(1)), "centers=just(1)"),
-    (lambda: cases(parameters=st.just(("bias",))), "parameters=just(('bias',))"),
+    (lambda: cases(parameters=st.just(("shift",))), "parameters=just(('shift',))"),
+    (lambda: cases(importers=st.just("onnx")), "importers=just('onnx')"),
+    (lambda: cases(epilogues=st.just("relu")), "epilogues=just('relu')"),
+    (lambda: cases(biases=st.just(1)), "biases=just(1)"),
+    (lambda: cases(dataflows=st.none()), "dataflows=none()"),
+    (lambda: cases(dead_statistics=st.just("no")), "dead_statistics=just('no')"),
+    (lambda: cases(functions=st.just(3)), "functions=just(3)"),
     (lambda: cases(magnitudes=st.just("huge")), "magnitudes=just('huge')"),
     (lambda: tensors(dtype="int8", shape=(1,)), "dtype='int8'"),
     (lambda: tensors(dtype="float32", shape=(0, 2)), "shape=(0, 2)"),
@@ -545,6 +551,8 @@ def structure(case: Case) -> dict[str, Any]:
     """``case_to_json`` with every tensor's ``values`` blanked out."""
     out = case_to_json(case)
     out["data"]["values"] = []
+    if "residual" in out:
+        out["residual"]["values"] = []
     for block in out["blocks"]:
         for name in OPERANDS:
             if name in block:
@@ -613,10 +621,20 @@ def test_case_batches_shrink_to_two_cases() -> None:
 
 
 def test_case_batches_shrink_to_the_case_cases_shrinks_to() -> None:
-    batch = find(case_batches(), lambda b: any(not c.blocks[0].bn.scale for c in b), settings=SHRINK)
+    # with a conv: a bn-only case without scale is as small (fewer choices), and fine too
+    batch = find(
+        case_batches(),
+        lambda b: any(c.topology.has_conv and not c.blocks[0].bn.scale for c in b),
+        settings=SHRINK,
+    )
     assert len(batch) == 1
-    alone = find(cases(), lambda c: not c.blocks[0].bn.scale, settings=SHRINK)
-    assert case_to_json(batch[0]) == case_to_json(alone)
+    alone = find(cases(), lambda c: c.topology.has_conv and not c.blocks[0].bn.scale, settings=SHRINK)
+    # as simple as the case cases() shrinks to (not always the same one: an axis naming a
+    # dimension of length 1 saves the choice of the batch, and either is minimal; the
+    # shrinker sometimes stops at two input channels)
+    for case in (batch[0], alone):
+        assert case.topology is Topology.CONV_BN and case.dtype == "float32"
+        assert case.blocks[0].gamma.shape == (1,) and set(case.data.values) == {1.0}
 
 
 @pytest.mark.parametrize(

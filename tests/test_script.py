@@ -1,0 +1,102 @@
+"""Reproducer scripts for every form a case is written in: the module a script builds is
+the module the fuzzer built, and the script shows the bug in a fresh process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cases import make_case
+
+from fuzz.build import build_module
+from fuzz.case import Case, Epilogue, Form, Importer, Topology
+from fuzz.compat import structural_equal
+from fuzz.corpus import Entry
+from fuzz.script import render_script
+
+ROOT = Path(__file__).resolve().parent.parent
+EPS32 = float(np.float32(1e-5))
+
+FORMS = {
+    "dead-statistics": make_case(form=Form(dead_statistics=True)),
+    "no-dataflow": make_case(form=Form(dataflow=False)),
+    "two-functions-chain": make_case(
+        topology=Topology.CHAIN, c_in=3, form=Form(functions=2, dead_statistics=True)
+    ),
+    "two-functions-parameters": make_case(
+        form=Form(functions=2), parameters=("gamma",), epilogue=Epilogue.ADD
+    ),
+    "bias-clip": make_case(bias=True, epilogue=Epilogue.CLIP),
+    "conv-shared": make_case(topology=Topology.CONV_SHARED, bias=True),
+    "statistics-consumed": make_case(topology=Topology.STATS_CONSUMED),
+    "onnx": make_case(form=Form(Importer.ONNX), epsilon=EPS32, bias=True, epilogue=Epilogue.RELU),
+    "onnx-parameters-add": make_case(
+        form=Form(Importer.ONNX), epsilon=EPS32, parameters=("beta",), epilogue=Epilogue.ADD
+    ),
+}
+
+
+def entry_for(case: Case, symptom: str = "out-of-tolerance") -> Entry:
+    return Entry(case, "upstream", symptom, "compare", symptom, "a hand-made case", {}, {})
+
+
+def module_part(script: str) -> str:
+    """The lines of a script up to the module it builds (``before``), imports included."""
+    head, _, _ = script.partition("\ninputs = [")
+    return head
+
+
+@pytest.mark.parametrize("name", sorted(FORMS))
+def test_the_script_builds_the_fuzzers_module(name: str) -> None:
+    case = FORMS[name]
+    namespace: dict[str, object] = {}
+    exec(compile(module_part(render_script(entry_for(case))), f"<{name}>", "exec"), namespace)
+    assert structural_equal(namespace["before"], build_module(case))
+
+
+@pytest.mark.parametrize("name", ["two-functions-chain", "onnx"])
+def test_the_script_shows_the_bug_in_a_fresh_process(name: str, tmp_path: Path) -> None:
+    # scale=False: upstream multiplies by gamma anyway (out-of-tolerance); not expressible in
+    # ONNX, where training=True is the upstream bug instead (must-not-fold)
+    if name == "onnx":
+        case, symptom = make_case(form=Form(Importer.ONNX), epsilon=EPS32, training=True), "must-not-fold"
+    else:
+        case = make_case(
+            topology=Topology.CHAIN, c_in=3, scale=False, form=Form(functions=2), values={"gamma": 3.0}
+        )
+        symptom = "out-of-tolerance"
+    script = tmp_path / "repro.py"
+    script.write_text(render_script(entry_for(case, symptom)))
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "BUG" in done.stdout
+
+
+def test_a_missed_fold_script_shows_the_batch_norm_left(tmp_path: Path) -> None:
+    entry = Entry(
+        make_case(form=Form(dead_statistics=True)),
+        "identity",
+        "missed-fold",
+        "pass",
+        "missed-fold",
+        "",
+        {},
+        {},
+    )
+    script = tmp_path / "repro.py"
+    script.write_text(render_script(entry))  # identity: folds nothing
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    assert done.returncode == 1 and "BUG: 1 of 1 batch_norm(s) left, 1 of them foldable" in done.stdout
+    fixed = "__import__('fuzz.fold_batchnorm').fold_batchnorm.FoldBatchnormToConv2D()"
+    script.write_text(render_script(entry, fixed))
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
