@@ -12,11 +12,13 @@ budget is spent.
 Each Hypothesis run lasts at most :data:`EPOCH_EXAMPLES` examples; the next one starts
 from a fresh seed, so the search does not settle on a few graph structures.
 
-Search guidance: ``hypothesis.target`` climbs toward overflow (the reference's
-fold pressure: how close ``|s| * (|W| conv |X|)`` comes to the dtype max where
-the unfolded program is robustly finite) and toward precision loss (the worst
-error/allowed ratio); ``hypothesis.event`` records attribute combinations and
-whether the pass fired (see ``pytest --hypothesis-show-statistics``).
+Search guidance comes from the strategies, not from ``hypothesis.target``: value sets
+are aimed at a fold's edges (:mod:`strategies.aim`) and the odds of every attribute
+vary from case to case (swarm testing, :class:`strategies.attributes.Deviation`).
+Hypothesis's targeting phase is not run: it spent up to half a campaign hill-climbing
+on one structure and slowed every hard seeded defect down. ``hypothesis.event``
+records attribute combinations and whether the pass fired (see ``pytest
+--hypothesis-show-statistics``).
 """
 
 from __future__ import annotations
@@ -37,78 +39,18 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
 from hypothesis.errors import Flaky, HypothesisWarning
+from hypothesis.internal.conjecture import engine
 from hypothesis.reporting import with_reporter
 
 import strategies
-from fuzz.build import build_module
 from fuzz.case import Case
-from fuzz.compat import structural_equal
-from fuzz.execute import Execution, Failure, Runner, execute
-from fuzz.oracle import Finding, Symptom, Verdict, judge
-from fuzz.passes import PassFactory, claims_complete_fold
-from fuzz.pipeline import Pipeline, PipelinePass, gated
-from fuzz.reference import Reference, reference
+from fuzz.check import Checked, check
+from fuzz.execute import Runner
+from fuzz.minimize import simplify, with_defaults_except
+from fuzz.oracle import Finding, Symptom
+from fuzz.passes import PassFactory
+from fuzz.pipeline import Pipeline
 from fuzz.signature import Signature, classify
-
-
-@dataclass(frozen=True)
-class Checked:
-    """A case, what running it did, and the verdict; for a pipeline, the pipeline and
-    the passes its ``Sequential`` skipped by opt-level gating."""
-
-    case: Case
-    execution: Execution
-    reference: Reference
-    verdict: Verdict
-    pipeline: Pipeline | None = None
-    gated: tuple[str, ...] = ()
-
-
-def check(
-    case: Case,
-    make_pass: PassFactory,
-    runner: Runner | None = None,
-    pipeline: Pipeline | None = None,
-    *,
-    must_fold: bool | None = None,
-) -> Checked:
-    """Run one case through a pass, or through ``pipeline`` with the pass in it, and judge
-    it (``runner``: see :func:`fuzz.execute.execute`).
-
-    ``must_fold``: judge the ``missed-fold`` property (default: if the pass claims a
-    complete fold, :func:`fuzz.passes.claims_complete_fold`); never inside a pipeline.
-    For a pipeline with nothing gated, the ``Sequential`` and the direct calls must give
-    structurally equal modules (``sequential-direct-mismatch``).
-    """
-    ref = reference(case)
-    if pipeline is None:
-        execution = execute(case, make_pass, runner)
-        complete = claims_complete_fold(make_pass) if must_fold is None else must_fold
-        return Checked(case, execution, ref, judge(case, execution, ref, must_fold=complete))
-    execution = execute(case, lambda: PipelinePass(pipeline, make_pass), runner, idempotence=False)
-    verdict = judge(case, execution, ref, in_pipeline=True, numbers=not pipeline.mixed_precision)
-    skipped = gated(pipeline, make_pass)
-    if not skipped and not isinstance(execution.folded, Failure) and not verdict.findings:
-        mismatch = _sequential_mismatch(case, pipeline, make_pass)
-        if mismatch is not None:
-            verdict = replace(verdict, findings=(mismatch,))
-    return Checked(case, execution, ref, verdict, pipeline, skipped)
-
-
-def _sequential_mismatch(case: Case, pipeline: Pipeline, make_pass: PassFactory) -> Finding | None:
-    module = build_module(case)
-    try:
-        as_sequential = PipelinePass(pipeline, make_pass, sequential=True)(module)
-        as_calls = PipelinePass(pipeline, make_pass, sequential=False)(module)
-    except Exception as exc:  # one mode raised where the other did not
-        return Finding(Symptom.SEQUENTIAL_MISMATCH, "pass", f"one mode raised {type(exc).__name__}")
-    if structural_equal(as_sequential, as_calls):
-        return None
-    return Finding(
-        Symptom.SEQUENTIAL_MISMATCH,
-        "pass",
-        "Sequential and direct calls of the same passes, every pass enabled, give different modules",
-    )
 
 
 @dataclass
@@ -129,6 +71,8 @@ class Progress:
     seconds: float
     hits: list[Hit]
     shrinking: bool
+    #: when shrinking starts: the new bug's finding and case, as first seen (not shrunk)
+    new: tuple[Finding, Case] | None = None
 
 
 @dataclass
@@ -159,10 +103,21 @@ class CampaignResult:
     pressures: list[float] = field(default_factory=list)
 
 
-#: Examples (batches) per Hypothesis run. ``target()`` makes a long run hill-climb on a
-#: few graph structures (60 s of ``identity``: 103 structures with one run, 329 without
-#: ``target()``); restarting with a fresh seed every epoch keeps both the climbing and
-#: the breadth.
+def default_shrink_seconds(budget_seconds: float | None) -> float:
+    """The longest Hypothesis shrinks one finding: a sixtieth of the budget, between 2 and
+    60 seconds (60 without a time budget), so that a short campaign spends most of its
+    time searching. What a capped shrink leaves, the campaign's own simplifier (the
+    attributes, the structure, at most twice as long) takes further."""
+    if budget_seconds is None:
+        return 60.0
+    return min(60.0, max(2.0, budget_seconds / 60))
+
+
+#: The most value sets of one structure one example checks.
+BATCH_SIZE = 64
+
+#: Examples (batches) per Hypothesis run; the next run starts from a fresh seed, so a
+#: long campaign does not settle on the structures one run's generator favours.
 EPOCH_EXAMPLES = 500
 
 
@@ -232,6 +187,8 @@ class _Campaign:
     max_examples: int | None
     shrink_seconds: float
     on_progress: Callable[[Progress], None] | None
+    #: makes a round's shrunk hit simpler still (attributes, channels, values), or None
+    simplifier: Callable[[Hit], Hit] | None = None
     start: float = field(default_factory=time.monotonic)
     result: CampaignResult = field(default_factory=lambda: CampaignResult(0, 0.0, []))
     # the current round: the symptom being shrunk, the last case showing it, timings
@@ -250,44 +207,56 @@ class _Campaign:
         over_count = self.max_examples is not None and self.result.examples >= self.max_examples
         return over_time or over_count
 
-    def progress(self, shrinking: bool) -> None:
+    def progress(self, shrinking: bool, new: tuple[Finding, Case] | None = None) -> None:
         if self.on_progress is not None:
             r = self.result
-            self.on_progress(Progress(r.examples, self.elapsed(), r.hits, shrinking))
+            self.on_progress(Progress(r.examples, self.elapsed(), r.hits, shrinking, new))
 
-    def body(self, example: tuple[Pipeline | None, tuple[Case, ...]]) -> None:
-        """The Hypothesis test body: checks a batch of value sets of one structure (in one
-        pipeline, for a pipeline campaign) and raises :class:`_Found` for the round's new
-        bug only."""
-        pipeline, batch = example
+    def body(self, example: tuple[Pipeline | None, Case, Any]) -> None:
+        """The Hypothesis test body: checks value sets of one structure (in one pipeline,
+        for a pipeline campaign) and raises :class:`_Found` for the round's new bug only.
+
+        The first value set is drawn with the structure; further ones (up to
+        :data:`BATCH_SIZE` in all) are drawn here, one at a time, and only if the pass
+        rewrote the first: a structure the pass leaves alone costs one check, one the pass
+        folds is compiled once and checked on many values."""
+        pipeline, first, data = example
         shrinking = self.key is not None
-        if shrinking and time.monotonic() - self.shrink_start > self.shrink_seconds:
-            return  # stop shrinking; the last failing case is kept
         if not shrinking and self.exhausted():
             raise _OutOfBudget
         if not shrinking:
             self.round_examples += 1
             self.result.batches += 1
-        pressure, ratio = -1000.0, 0.0
-        for case in batch:
-            self.ctrl_c.raise_if_requested()
-            if not shrinking:
-                if self.exhausted():
+        combo = ",".join(f"{k}={v}" for k, v in classify(first).items())
+        done: list[Checked] = []
+        further = 0
+        try:
+            case = first
+            while True:
+                self.ctrl_c.raise_if_requested()
+                if not shrinking:
+                    if self.exhausted():
+                        break
+                    self.result.examples += 1
+                checked = self.checker(case, pipeline)
+                # A second Ctrl-C may have cut this check short: it proves nothing, drop it.
+                self.ctrl_c.raise_if_requested()
+                done.append(checked)
+                if not shrinking:
+                    _record(self.result, checked, combo)
+                if not shrinking and self.result.examples % 10 == 0:
+                    self.progress(False)
+                self._raise_if_new(checked, shrinking)
+                if data is None or (len(done) == 1 and not checked.execution.changed):
                     break
-                self.result.examples += 1
-            checked = self.checker(case, pipeline)
-            # A second Ctrl-C may have cut this check short: it proves nothing, drop it.
-            self.ctrl_c.raise_if_requested()
-            _record(self.result, checked, shrinking)
-            if checked.execution.changed:
-                pressure = max(pressure, checked.reference.fold_pressure)
-            ratio = max(ratio, checked.verdict.worst_ratio)
-            if not shrinking and self.result.examples % 10 == 0:
-                self.progress(False)
-            self._raise_if_new(checked, shrinking)
-        # Only graphs the pass rewrote can overflow because of it: climb there.
-        hypothesis.target(min(pressure, 1000.0), label="fold pressure (log2)")
-        hypothesis.target(min(ratio, 1e6), label="error / allowed")
+                if len(done) == 1:
+                    further = data.draw(strategies.further_counts(BATCH_SIZE))
+                if len(done) > further:
+                    break
+                case = data.draw(strategies.value_sets(first))
+        finally:
+            if done:
+                _events(done)
 
     def _raise_if_new(self, checked: Checked, shrinking: bool) -> None:
         finding = checked.verdict.primary
@@ -298,16 +267,46 @@ class _Campaign:
                 hit.hits += 0 if shrinking else 1
                 return
         key = (finding.symptom, finding.error_type)
+        if self.key is None and (known := self._known_under_other_attributes(checked, key)) is not None:
+            known.hits += 1
+            return
         if self.key is None:
             self.key, self.first_seconds, self.shrink_start = key, self.elapsed(), time.monotonic()
             self.last = (checked, finding)  # kept even if the progress callback stops the campaign
-            self.progress(True)
+            self.progress(True, (finding, checked.case))
         if key == self.key:
             self.last = (checked, finding)
             raise _Found(finding.symptom.value)
 
+    def _known_under_other_attributes(self, checked: Checked, key: tuple[Symptom, str]) -> Hit | None:
+        """The known bug a new finding turns out to be, or None.
+
+        A finding with the symptom of a known bug but some attribute that bug's signature
+        lacks (the overflow again, now with a conv bias) would start a round and a shrink
+        of its own, which keeps the attribute because the simpler case is covered already.
+        So, for each known bug with the same symptom, the case's other attributes are set
+        back to their defaults at once (:func:`fuzz.minimize.with_defaults_except`, values
+        untouched) and checked again: if that bug's signature covers the result, it is
+        that bug. One check per known bug instead of a shrink; a bug that needs the
+        attribute stays new."""
+        for hit in self.result.hits:
+            if hit.signature.key != (key[0].value, key[1]):
+                continue
+            keep = {name for name, _ in hit.signature.essentials}
+            simpler = with_defaults_except(checked.case, keep)
+            if simpler == checked.case:
+                continue  # nothing to reset: the signature did not cover it as it is
+            try:
+                again = self.checker(simpler, checked.pipeline)
+            except ValueError:  # a combination TVM or the case model rejects
+                continue
+            finding = again.verdict.primary
+            if finding is not None and hit.signature.covers(finding, simpler, checked.pipeline):
+                return hit
+        return None
+
     def run_round(
-        self, strategy: st.SearchStrategy[tuple[Pipeline | None, tuple[Case, ...]]], seed: int
+        self, strategy: st.SearchStrategy[tuple[Pipeline | None, Case, Any]], seed: int
     ) -> Hit | None:
         """One Hypothesis run of at most :data:`EPOCH_EXAMPLES` examples: the next new bug,
         shrunk, or None (the epoch or the budget ended, or the strategy ran dry)."""
@@ -319,12 +318,13 @@ class _Campaign:
             max_examples=max(min(remaining, EPOCH_EXAMPLES), 1),
             deadline=None,
             database=self.database,
-            # With a shared database, each round first replays the failures saved there (by
-            # this campaign's earlier rounds, or by other workers): known bugs are covered and
-            # pass quietly, a bug another worker found is raised and recorded here too.
-            phases=(Phase.reuse, Phase.generate, Phase.target, Phase.shrink)
-            if self.database is not None
-            else (Phase.generate, Phase.target, Phase.shrink),
+            # With a database, the first round first replays the failures saved there (by
+            # earlier campaigns, or other workers), each raised and recorded here too. Later
+            # rounds do not: a replayed bug they know passes, and Hypothesis would delete
+            # from the database every saved failure that passes.
+            phases=(Phase.reuse, Phase.generate, Phase.shrink)
+            if self.database is not None and self.result.rounds == 1
+            else (Phase.generate, Phase.shrink),
             suppress_health_check=list(HealthCheck),
             report_multiple_bugs=False,
         )(hypothesis.seed(seed)(given(strategy)(self.body)))
@@ -332,7 +332,11 @@ class _Campaign:
             # Hypothesis's report of the failing example is discarded, and so is its warning
             # that the example's repr is large (a case shrinking stopped early): under
             # ``-W error`` that warning would end the campaign.
-            with with_reporter(lambda _message: None), warnings.catch_warnings():
+            with (
+                with_reporter(lambda _message: None),
+                warnings.catch_warnings(),
+                _shrinking_capped(self.shrink_seconds),
+            ):
                 warnings.filterwarnings("ignore", "Generating overly large repr", HypothesisWarning)
                 test()
         except (_OutOfBudget, _Found):
@@ -353,19 +357,37 @@ class _Campaign:
         )
 
 
+@contextmanager
+def _shrinking_capped(seconds: float) -> Iterator[None]:
+    """Hypothesis's shrinker stops after ``seconds`` instead of its five minutes.
+
+    A test body that merely returns once the cap has passed leaves the shrinker drawing
+    and discarding cases for seconds more; one that raises a ``BaseException`` to stop it
+    makes Hypothesis save that (passing) case to the example database as a failure. The
+    shrinker's own deadline, a module constant of the pinned Hypothesis, ends it cleanly:
+    the last failing case is replayed and saved as usual."""
+    previous = engine.MAX_SHRINKING_SECONDS
+    setattr(engine, "MAX_SHRINKING_SECONDS", seconds)  # noqa: B010 (an int constant, set to a float)
+    try:
+        yield
+    finally:
+        setattr(engine, "MAX_SHRINKING_SECONDS", previous)  # noqa: B010
+
+
 def run_campaign(
     make_pass: PassFactory,
     *,
     budget_seconds: float | None = None,
     max_examples: int | None = None,
     seed: int = 0,
-    shrink_seconds: float = 60.0,
+    shrink_seconds: float | None = None,
     cases: st.SearchStrategy[Case] | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     runner: Runner | None = None,
     pipelines: st.SearchStrategy[Pipeline] | None = None,
     checker: Checker | None = None,
     database: ExampleDatabase | None = None,
+    lowering: bool = False,
 ) -> CampaignResult:
     """Fuzz ``make_pass`` until a budget runs out; return every distinct bug found.
 
@@ -376,19 +398,49 @@ def run_campaign(
     unused): :class:`fuzz.isolate.IsolatedChecker` runs each case in a worker process.
     ``database``: a Hypothesis example database shared with other campaigns (see
     :func:`example_database`); failures found anywhere are replayed here first.
+    ``lowering``: also build and run the graphs the pass leaves unchanged, which judges
+    TVM's own lowering (``baseline-*``) everywhere; otherwise a structure the pass does
+    not change costs no compilation, and the search moves on faster.
+
+    ``shrink_seconds`` caps Hypothesis's shrinking of one finding (default
+    :func:`default_shrink_seconds` of the budget); then, unless ``checker`` is given, each
+    attribute the shrunk case still has is tried back at its default
+    (:func:`fuzz.minimize.simplify`, at most twice as long), so that an attribute the
+    capped shrink left behind does not make a known bug look new.
     """
     if budget_seconds is None and max_examples is None:
         raise ValueError("give budget_seconds or max_examples (or both)")
-    # Several value sets of one structure per example: with a compile cache they cost
-    # one compilation; shrinking still ends at a single case.
-    batches = cases.map(lambda case: (case,)) if cases is not None else strategies.case_batches()
-    strategy = st.tuples(pipelines if pipelines is not None else st.none(), batches)
+    # Several value sets of one structure per example (drawn in the body, see
+    # _Campaign.body): with a compile cache they cost one compilation; shrinking still
+    # ends at a single case. Given ``cases``, one value set each.
+    further = st.none() if cases is not None else st.data()
+    strategy = st.tuples(
+        pipelines if pipelines is not None else st.none(),
+        cases if cases is not None else strategies.cases(),
+        further,
+    )
+    in_process = checker is None
     if checker is None:
 
         def checker(case: Case, pipeline: Pipeline | None) -> Checked:
-            return check(case, make_pass, runner, pipeline)
+            return check(case, make_pass, runner, pipeline, unchanged=lowering)
 
-    campaign = _Campaign(checker, database, budget_seconds, max_examples, shrink_seconds, on_progress)
+    cap = default_shrink_seconds(budget_seconds) if shrink_seconds is None else shrink_seconds
+    simplifier = None
+    if in_process:  # a crash of the pass would end this process: an isolated hit stays as shrunk
+
+        def simplifier(hit: Hit) -> Hit:
+            case, pipeline = hit.checked.case, hit.checked.pipeline
+            start = time.monotonic()
+            simpler, pipeline, narrowed = simplify(case, make_pass, pipeline, runner=runner, seconds=2 * cap)
+            again = checker(simpler, pipeline)
+            finding = again.verdict.primary
+            if narrowed is None or finding is None:  # cannot happen for a deterministic pass
+                return hit
+            spent = hit.shrink_seconds + time.monotonic() - start
+            return replace(hit, signature=narrowed, finding=finding, checked=again, shrink_seconds=spent)
+
+    campaign = _Campaign(checker, database, budget_seconds, max_examples, cap, on_progress, simplifier)
     try:
         with campaign.ctrl_c.installed():
             _run_rounds(campaign, strategy, seed)
@@ -412,7 +464,7 @@ def run_campaign(
 
 
 def _run_rounds(
-    campaign: _Campaign, strategy: st.SearchStrategy[tuple[Pipeline | None, tuple[Case, ...]]], seed: int
+    campaign: _Campaign, strategy: st.SearchStrategy[tuple[Pipeline | None, Case, Any]], seed: int
 ) -> None:
     while not campaign.exhausted():
         campaign.ctrl_c.raise_if_requested()
@@ -421,6 +473,12 @@ def _run_rounds(
             if campaign.round_examples < EPOCH_EXAMPLES:
                 return  # the budget is spent, or Hypothesis ran out of new examples
             continue  # the epoch ended: start afresh with the next seed
+        if campaign.simplifier is not None:
+            hit = campaign.simplifier(hit)
+        same = next((h for h in campaign.result.hits if h.signature == hit.signature), None)
+        if same is not None:  # simpler still, it is a known bug
+            same.hits += 1
+            continue
         campaign.result.hits.append(hit)
         campaign.progress(False)
 
@@ -436,16 +494,21 @@ def example_database(where: str) -> ExampleDatabase:
     return DirectoryBasedExampleDatabase(where)
 
 
-def _record(result: CampaignResult, checked: Checked, shrinking: bool) -> None:
-    """Hypothesis events, and the campaign's own coverage counters."""
-    verdict = checked.verdict
-    attrs = classify(checked.case)
-    combo = ",".join(f"{k}={v}" for k, v in attrs.items())
-    fired = checked.execution.fired
-    hypothesis.event(f"fired={fired}")
+def _events(batch: list[Checked]) -> None:
+    """Hypothesis events for one example: attribute combination and whether the pass fired
+    (once per batch: its value sets share the structure)."""
+    attrs = classify(batch[0].case)
+    hypothesis.event(f"fired={any(c.execution.fired for c in batch)}")
     hypothesis.event(f"dtype={attrs['dtype']} layout={attrs['data_layout']}/{attrs['kernel_layout']}")
-    if shrinking:
-        return
+    for name in batch[0].gated:
+        hypothesis.event(f"gated by opt level: {name}")
+
+
+def _record(result: CampaignResult, checked: Checked, combo: str) -> None:
+    """The campaign's own coverage counters for one checked value set (``combo``: its
+    attribute combination, the same for a whole batch)."""
+    verdict = checked.verdict
+    fired = checked.execution.fired
     result.changed += checked.execution.changed
     result.coverage[f"{combo},fired={fired}"] += 1
     result.ratios.append(verdict.worst_ratio)
@@ -456,5 +519,4 @@ def _record(result: CampaignResult, checked: Checked, shrinking: bool) -> None:
     if verdict.skipped:
         result.skipped[verdict.skipped] += 1
     for name in checked.gated:
-        hypothesis.event(f"gated by opt level: {name}")
         result.gated[name] += 1

@@ -116,6 +116,14 @@ def _parser() -> argparse.ArgumentParser:
         "can state (training, non-channel axis, non-constant operand, shared conv output, statistics "
         "in use, a folded constant out of range) is a 'missed-fold' finding (default: on for 'fixed')",
     )
+    run.add_argument(
+        "--lowering",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also build and run the graphs the pass leaves unchanged, judging TVM's own lowering "
+        "(baseline-* counts) on every case; slower: a structure the pass does not change then costs a "
+        "compilation (default: on for 'identity', the control, off otherwise)",
+    )
     limit = run.add_argument_group("budget (default: --budget 60)")
     limit.add_argument(
         "--budget",
@@ -133,9 +141,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--shrink-seconds",
         type=_positive(float),
-        default=60.0,
+        default=None,
         metavar="SECONDS",
-        help="longest time spent shrinking one finding (default 60)",
+        help="longest time Hypothesis spends shrinking one finding; simplifying its attributes then "
+        "gets twice as long (default: a sixtieth of --budget, between 2 and 60; 60 without --budget)",
     )
     run.add_argument(
         "--out",
@@ -199,10 +208,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     bench = sub.add_parser(
         "bench",
-        help="measure checked value sets per second: naive path against compile-once, side by side",
+        help="measure checked value sets per second (naive, compile-once cold and warm, a campaign), "
+        "or, with --time-to-find, the seconds to find each known bug and seeded defect",
         description="Draw value sets once, then check them with the naive path, the cached path from a "
-        "cold cache, and the cached path warm, each for the same time slice; then a growth table.",
-        epilog="Exit codes: 0 done, 2 usage error.",
+        "cold cache, and the cached path warm, each for --seconds; then run a campaign against the pass "
+        "for --seconds (generation, shrinking and compilation included) and report its rate beside the "
+        "warm one; then a growth table (12 slices of --growth-seconds). With --time-to-find: fresh "
+        "campaigns per seed against upstream (each of its eight defect classes), against every mutant "
+        "of the fixed pass (the time to kill it) and against fixed itself (never flagged), each for "
+        "--budget seconds, one at a time.",
+        epilog="Exit codes: 0 done, 1 (--time-to-find) a mutant survived a seed or fixed was flagged, "
+        "2 usage error.",
     )
     bench.add_argument(
         "--pass",
@@ -215,7 +231,8 @@ def _parser() -> argparse.ArgumentParser:
         "--seconds",
         type=_positive(float),
         default=120.0,
-        help="time slice of each of the three phases (default 120)",
+        help="time slice of each of the four phases: naive, cold, warm, campaign (default 120; the "
+        "whole run takes about 4 x SECONDS + 12 x --growth-seconds)",
     )
     bench.add_argument(
         "--growth-seconds",
@@ -244,6 +261,32 @@ def _parser() -> argparse.ArgumentParser:
         type=_positive(int),
         default=100,
         help="with --isolation, drawn batches of value sets (default 100)",
+    )
+    bench.add_argument(
+        "--time-to-find",
+        action="store_true",
+        help="instead, the seconds to the first hit of each upstream defect class and each mutant "
+        "(median over --seeds), and whether fixed stays clean",
+    )
+    bench.add_argument(
+        "--seeds",
+        type=_positive(int),
+        default=3,
+        help="with --time-to-find, campaigns per target (default 3)",
+    )
+    bench.add_argument(
+        "--budget",
+        type=_positive(float),
+        default=300.0,
+        metavar="SECONDS",
+        help="with --time-to-find, the longest one campaign runs (default 300)",
+    )
+    bench.add_argument(
+        "--only",
+        default="",
+        metavar="T,T",
+        help="with --time-to-find, only these targets: upstream, mutants, control, or mutant names "
+        "(default: all)",
     )
     bench.add_argument("--json", action="store_true", help="print one JSON summary object on stdout")
     effect = sub.add_parser(
@@ -413,9 +456,54 @@ def _resolve(name: str, complete_fold: bool | None = None) -> Any:
         raise UsageError(str(exc)) from None
 
 
+def _time_to_find(args: argparse.Namespace) -> int:
+    from fuzz.time_to_find import failed, run_time_to_find, targets
+
+    only = [w for w in args.only.split(",") if w]
+    try:
+        targets(only)
+    except ValueError as exc:
+        raise UsageError(f"--only: {exc}") from None
+    summary = run_time_to_find(
+        seeds=args.seeds,
+        budget=args.budget,
+        only=only,
+        log=lambda message: print(f"bench: {message}", file=sys.stderr, flush=True),
+    )
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return EXIT_FINDINGS if failed(summary) else EXIT_CLEAN
+
+    def seconds(values: list[float | None]) -> str:
+        return ", ".join("-" if s is None else f"{s:.1f}" for s in values)
+
+    def med(value: float | None) -> str:
+        return "miss" if value is None else f"{value:.1f}"
+
+    print(f"seconds to the first hit, per seed 0..{args.seeds - 1} (budget {args.budget:.0f} s each)")
+    for row in summary.get("upstream", []):
+        print(f"  upstream {row['class']:24} median {med(row['median']):>6}   {seconds(row['seconds'])}")
+    if "upstream" in summary:
+        print(f"  upstream: every class found in {summary['upstream_all_found_seeds']} of {args.seeds} seeds")
+    for row in summary.get("mutants", []):
+        first = next((k for k in row["kills"] if k), None)
+        by = f"  ({first['symptom']})" if first else ""
+        print(f"  mutant {row['mutant']:26} median {med(row['median']):>6}   {seconds(row['seconds'])}{by}")
+    if "mutants" in summary:
+        print(
+            f"  mutants killed in every seed: {summary['mutants_killed']} of {len(summary['mutants'])}; "
+            f"median of medians {med(summary['mutants_median'])} s, worst {med(summary['mutants_worst'])} s"
+        )
+    if "control_flagged" in summary:
+        print(f"  control (fixed) flagged in {len(summary['control_flagged'])} of {args.seeds} seeds")
+    return EXIT_FINDINGS if failed(summary) else EXIT_CLEAN
+
+
 def _bench(args: argparse.Namespace) -> int:
     from fuzz.bench import run_bench, run_isolation_bench
 
+    if args.time_to_find:
+        return _time_to_find(args)
     make_pass = _resolve(args.pass_name)
     if args.isolation:
         result = run_isolation_bench(
@@ -445,12 +533,19 @@ def _bench(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
         return EXIT_CLEAN
-    for path in ("naive", "cached_cold", "cached_warm"):
+    for path in ("naive", "cached_cold", "cached_warm", "campaign"):
         row = summary[path]
         print(
             f"{path:12} {row['value_sets']:7d} value sets in {row['seconds']:7.1f} s "
             f"= {row['per_second']:8.1f}/s"
         )
+    campaign = summary["campaign"]
+    print(
+        f"campaign: {campaign['searching_per_second']:.1f}/s while searching "
+        f"({campaign['shrink_seconds']:.1f} s shrinking {campaign['findings']} findings), "
+        f"{campaign['structures_compiled']} structures compiled; "
+        f"campaign / warm = {summary['ratio_campaign_warm']}"
+    )
     print(
         f"cached/naive: {summary['ratio_cold']}x cold, {summary['ratio_warm']}x warm; "
         f"cold hit rate {summary['cached_cold']['hit_rate']:.1%}"
@@ -849,6 +944,7 @@ def _run(args: argparse.Namespace) -> int:
     runner = None
     cache = None
     isolate = args.pipelines if args.isolate is None else args.isolate
+    lowering = args.pass_name == "identity" if args.lowering is None else args.lowering
     if args.cache_dir is not None:
         _check_out_dir(args.cache_dir, "--cache-dir")
     if not args.no_cache and not isolate:
@@ -873,6 +969,7 @@ def _run(args: argparse.Namespace) -> int:
                     cache=not args.no_cache,
                     cache_dir=args.cache_dir,
                     complete_fold=args.must_fold,
+                    lowering=lowering,
                 )
             )
         result = run_campaign(
@@ -886,6 +983,7 @@ def _run(args: argparse.Namespace) -> int:
             pipelines=pipelines,
             checker=checker,
             database=database,
+            lowering=lowering,
         )
     output_error = result.stopped
     if output_error is None:
@@ -950,7 +1048,8 @@ def _run_workers(args: argparse.Namespace, budget: float | None) -> int:
     database = args.database or str(Path(".bnfuzz") / "examples")
     if "://" not in database:
         _check_out_dir(Path(database), "--database")
-    common = ["--pass", args.pass_name, "--shrink-seconds", str(args.shrink_seconds), "--database", database]
+    common = ["--pass", args.pass_name, "--database", database]
+    common += ["--shrink-seconds", str(args.shrink_seconds)] if args.shrink_seconds is not None else []
     common += ["--budget", str(budget)] if budget is not None else []
     common += ["--out", str(args.out)] if args.out is not None else []
     common += ["--pipelines"] if args.pipelines else []
@@ -958,6 +1057,7 @@ def _run_workers(args: argparse.Namespace, budget: float | None) -> int:
     common += ["--timeout", str(args.timeout)] + (["--no-cache"] if args.no_cache else [])
     common += ["--cache-dir", str(args.cache_dir)] if args.cache_dir is not None else []
     common += [] if args.must_fold is None else (["--must-fold"] if args.must_fold else ["--no-must-fold"])
+    common += [] if args.lowering is None else (["--lowering"] if args.lowering else ["--no-lowering"])
     # TVM's thread pool spins on every core; N processes that each spin on every core slow one
     # another down, so each worker gets its share of the cores (unless TVM_NUM_THREADS is set).
     env = dict(os.environ)

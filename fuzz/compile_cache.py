@@ -39,7 +39,7 @@ import tvm_ffi
 from tvm import relax
 
 from fuzz.build import FUNCTION_NAME, IdentityMemo, lift_constants
-from fuzz.compat import to_device, tvm_version
+from fuzz.compat import assert_well_formed, to_device, tvm_version
 from fuzz.execute import TARGET, Failure, Outputs, Stage, outputs_of
 
 __all__ = ["CacheStats", "CompileCache"]
@@ -103,8 +103,26 @@ class CompileCache:
         self, mod: tvm.IRModule, inputs: Sequence[np.ndarray[Any, Any]]
     ) -> tuple[Outputs | Failure, float]:
         """Like :func:`fuzz.execute.compile_and_run`, compiling only unseen structures."""
+        return self._run(mod, inputs, well_formed=False)
+
+    def run_well_formed(
+        self, mod: tvm.IRModule, inputs: Sequence[np.ndarray[Any, Any]]
+    ) -> tuple[Outputs | Failure, float]:
+        """:meth:`run`, but first check that ``mod`` is well-formed Relax (a ``well-formedness``
+        failure if not). Well-formedness is structural, so a structure compiled before passed
+        the check then: only unseen structures are checked."""
+        return self._run(mod, inputs, well_formed=True)
+
+    def _run(
+        self, mod: tvm.IRModule, inputs: Sequence[np.ndarray[Any, Any]], *, well_formed: bool
+    ) -> tuple[Outputs | Failure, float]:
         start = time.perf_counter()
         lifted, values, key = self._lift(mod)
+        if well_formed and not self._known(key, lifted):
+            try:
+                assert_well_formed(mod)
+            except Exception as exc:
+                return Failure.from_exception(Stage.WELL_FORMED, exc), time.perf_counter() - start
         try:
             entry = self._lookup(key, lifted)
         except Exception as exc:
@@ -131,9 +149,18 @@ class CompileCache:
             self._constant_free.put(mod, (lifted, key))
         return lifted, values, key
 
+    def _known(self, key: _Key, lifted: tvm.IRModule) -> bool:
+        """Whether this structure is in memory already (built, or failed to build)."""
+        entry = self._entries.get(key)
+        return entry is not None and (
+            entry.module.same_as(lifted) or bool(tvm_ffi.structural_equal(entry.module, lifted))
+        )
+
     def _lookup(self, key: _Key, lifted: tvm.IRModule) -> _Entry:
         entry = self._entries.get(key)
-        if entry is not None and tvm_ffi.structural_equal(entry.module, lifted):
+        if entry is not None and (
+            entry.module.same_as(lifted) or tvm_ffi.structural_equal(entry.module, lifted)
+        ):
             self._entries.move_to_end(key)
             self.stats.hits += 1
             return entry

@@ -28,8 +28,8 @@ from typing import Any
 
 import hypothesis
 
-from fuzz.campaign import Checked, check
 from fuzz.case import Case, CaseError, case_from_json, case_to_json
+from fuzz.check import Checked, check
 from fuzz.compat import tvm_version
 from fuzz.minimize import simplify
 from fuzz.oracle import Symptom

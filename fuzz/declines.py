@@ -25,8 +25,8 @@ from hypothesis.errors import NoSuchExample
 
 import strategies
 from fuzz.build import ModuleError, build_module
-from fuzz.campaign import check
 from fuzz.case import Case
+from fuzz.check import check
 from fuzz.compat import tvm_version
 from fuzz.corpus import Entry
 from fuzz.decline import Reason, block_reasons

@@ -77,8 +77,8 @@ from tvm import relax
 from tvm.relax.frontend.onnx import from_onnx
 
 from fuzz.build import build_module, runtime_inputs
-from fuzz.campaign import check
 from fuzz.case import BatchNormAttrs, Block, Case, Conv2dAttrs, Tensor, Topology, kernel_shape
+from fuzz.check import check
 from fuzz.compat import assert_well_formed, structural_equal, summarise_error, to_device
 from fuzz.compile_cache import CompileCache
 from fuzz.execute import count_batch_norms

@@ -35,7 +35,14 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from fuzz.build import FUNCTION_NAME, build_module, runtime_inputs, runtime_tensors, unfolded_program
+from fuzz.build import (
+    FUNCTION_NAME,
+    bound_module,
+    build_module,
+    runtime_inputs,
+    runtime_tensors,
+    unfolded_program,
+)
 from fuzz.case import Case
 from fuzz.compat import (
     RuntimeTensor,
@@ -107,15 +114,18 @@ class Execution:
     the pass. ``changed``: the pass output is not structurally equal to its input.
     ``fired``: fewer ``relax.nn.batch_norm`` calls after the pass. ``idempotent``:
     the pass applied to its own output returns a structurally equal module (False if
-    that second application raises; None if the first one failed).
+    that second application raises; None if the first one failed or was not asked for).
     ``pass_seconds`` times the first pass application; ``build_seconds`` sums the
     time to compile, load and run both programs (running is microseconds).
     ``op_counts``: how many of each operator the module had before and after the
-    pass (see :func:`count_ops`); None if the pass raised.
+    pass (see :func:`count_ops`); None if the pass raised. ``baseline`` and ``folded``
+    are None where nothing was run: the pass changed nothing and the unchanged module's
+    numbers were not asked for (``execute(..., unchanged=False)``); ``baseline`` is also
+    None where the pass raised or returned ill-formed IR (judged without numbers).
     """
 
-    baseline: Outputs | Failure
-    folded: Outputs | Failure
+    baseline: Outputs | Failure | None
+    folded: Outputs | Failure | None
     changed: bool
     fired: bool
     idempotent: bool | None
@@ -214,6 +224,7 @@ def execute(
     runner: Runner | None = None,
     *,
     idempotence: bool = True,
+    unchanged: bool = True,
 ) -> Execution:
     """Run ``case`` unfolded and through ``make_pass()``; see :class:`Execution`.
 
@@ -227,50 +238,65 @@ def execute(
 
     ``idempotence=False`` skips applying the pass a second time (``idempotent`` is
     then None): for a pipeline, where running FuseOps twice is no question of
-    correctness.
+    correctness. ``unchanged=False`` builds and runs nothing where the pass changed
+    nothing (``baseline`` and ``folded`` are then None): the folded program would be the
+    unfolded one, so only TVM's own lowering could be judged, at the price of a
+    compilation per structure.
 
     Raises :class:`fuzz.build.ModuleError` if TVM rejects the case itself (no pass
     involved); every later TVM exception becomes a :class:`Failure`.
     """
-    before = build_module(case)
     inputs: Sequence[Any]
+    run: Runner
     if runner is None:
-        run: Runner = compile_and_run
-        inputs = runtime_inputs(case)
-        baseline, baseline_seconds = run(before, inputs)
+        before = build_module(case)
+        run, inputs = compile_and_run, runtime_inputs(case)
+        program: tuple[tvm.IRModule, Sequence[Any]] = (before, inputs)
     else:
-        run = runner
-        inputs = runtime_tensors(case)
-        baseline, baseline_seconds = run(*unfolded_program(case))
+        before = bound_module(case)
+        run, inputs = runner, runtime_tensors(case)
+        program = unfolded_program(case)
 
     start = time.perf_counter()
     try:
         after = make_pass()(_shallow_copy(before))
-    except Exception as exc:
+    except Exception as exc:  # judged from the exception alone: nothing is built
         return Execution(
-            baseline=baseline,
+            baseline=None,
             folded=Failure.from_exception(Stage.PASS, exc),
             changed=False,
             fired=False,
             idempotent=None,
             pass_seconds=time.perf_counter() - start,
-            build_seconds=baseline_seconds,
+            build_seconds=0.0,
         )
     pass_seconds = time.perf_counter() - start
 
     changed = not structural_equal(before, after)
     counts = (count_ops(before), count_ops(after))
     fired = changed and counts[1]["batch_norm"] < counts[0]["batch_norm"]
-    idempotent = _idempotent(make_pass, after) if idempotence else None
+    if not changed and not unchanged:
+        return Execution(None, None, False, False, True, pass_seconds, 0.0, counts)
 
     folded: Outputs | Failure
-    folded_seconds = 0.0
-    try:
-        assert_well_formed(after)
-    except Exception as exc:
-        folded = Failure.from_exception(Stage.WELL_FORMED, exc)
+    # A compile cache checks well-formedness once per structure (it is structural; an
+    # ill-formed structure is never cached, so it is checked every time).
+    cache = getattr(run, "__self__", None)
+    checked_run = getattr(cache, "run_well_formed", None)
+    if checked_run is not None:
+        folded, folded_seconds = checked_run(after, inputs)
     else:
-        folded, folded_seconds = run(after, inputs)
+        try:
+            assert_well_formed(after)
+        except Exception as exc:
+            folded, folded_seconds = Failure.from_exception(Stage.WELL_FORMED, exc), 0.0
+        else:
+            folded, folded_seconds = run(after, inputs)
+    idempotent = _idempotent(make_pass, after) if idempotence else None
+    if isinstance(folded, Failure) and folded.stage is Stage.WELL_FORMED:
+        # judged from the IR alone: the unfolded program need not be built
+        return Execution(None, folded, changed, fired, idempotent, pass_seconds, folded_seconds, counts)
+    baseline, baseline_seconds = run(*program)
     return Execution(
         baseline=baseline,
         folded=folded,

@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 import tvm
 from tvm import relax
-from tvm.relax.expr_functor import PyExprMutator, PyExprVisitor, mutator, visitor
+from tvm.relax.expr_functor import PyExprMutator, mutator
 
 __all__ = ["FoldBatchnormToConv2D"]
 
@@ -313,24 +313,9 @@ def _constant(expr: Any, values: dict[Any, Any]) -> np.ndarray[Any, Any] | None:
     return None
 
 
-@visitor
-class _References(PyExprVisitor):
-    """The variables an expression refers to (each occurrence once)."""
-
-    def __init__(self) -> None:
-        self.found: list[Any] = []
-
-    def visit_var_(self, op: Any) -> None:
-        self.found.append(op)
-
-    def visit_dataflow_var_(self, op: Any) -> None:
-        self.found.append(op)
-
-
 def _refs(expr: Any) -> list[Any]:
-    collector = _References()
-    collector.visit_expr(expr)
-    return list(collector.found)
+    """The variables an expression refers to (each once)."""
+    return list(relax.analysis.free_vars(expr))
 
 
 class _Graph:
@@ -346,6 +331,10 @@ class _Graph:
         self.values: dict[Any, Any] = {b.var: b.value for b in bindings}
         #: variable -> the bound variables whose values use it (None: the function's result)
         self.users: dict[Any, list[Any]] = {}
+        #: whether any binding is a batch_norm (if not, there is nothing to fold)
+        self.has_batch_norm = any(_is_call(v, _BATCH_NORM) for v in self.values.values())
+        if not self.has_batch_norm:
+            return
         for b in bindings:
             for ref in _refs(b.value):
                 self.users.setdefault(ref, []).append(b.var)
@@ -434,6 +423,8 @@ class FoldBatchnormToConv2D:
         if func.attrs is not None and "Primitive" in func.attrs and int(func.attrs["Primitive"]) != 0:
             return func
         graph = _Graph(func)
+        if not graph.has_batch_norm:
+            return func
         folds: dict[Any, _Fold] = {}
         dropped: set[Any] = set()
         for var in graph.values:

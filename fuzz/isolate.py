@@ -29,8 +29,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from fuzz.campaign import Checked, check
 from fuzz.case import Case
+from fuzz.check import Checked, check
 from fuzz.execute import Execution, Failure, Stage
 from fuzz.oracle import Finding, Symptom, Verdict
 from fuzz.pipeline import Pipeline
@@ -47,7 +47,12 @@ class WorkerError(RuntimeError):
 
 
 def _serve(
-    conn: Connection, pass_name: str, cache: bool, cache_dir: str | None, complete_fold: bool | None
+    conn: Connection,
+    pass_name: str,
+    cache: bool,
+    cache_dir: str | None,
+    complete_fold: bool | None,
+    lowering: bool,
 ) -> None:
     """The worker's loop: receive (case, pipeline), send ("ok", Checked) or ("error", text)."""
     try:
@@ -69,7 +74,7 @@ def _serve(
             return
         case, pipeline = message
         try:
-            conn.send(("ok", check(case, make_pass, runner, pipeline)))
+            conn.send(("ok", check(case, make_pass, runner, pipeline, unchanged=lowering)))
         except Exception as exc:  # our own exception (an invalid case, a bug): the parent re-raises
             conn.send(("raise", exc))
 
@@ -137,8 +142,11 @@ class IsolatedChecker:
         cache: bool = True,
         cache_dir: Path | None = None,
         complete_fold: bool | None = None,
+        lowering: bool = False,
     ) -> None:
         self.pass_name = pass_name
+        #: whether modules the pass leaves unchanged are built and run too
+        self.lowering = lowering
         #: whether the pass is judged as a complete fold (None: as its name says)
         self.complete_fold = complete_fold
         self.timeout = timeout
@@ -158,6 +166,7 @@ class IsolatedChecker:
         command = [sys.executable, "-m", "fuzz.isolate", str(child.fileno()), self.pass_name]
         command += ["--cache" if self.cache else "--no-cache", str(self.cache_dir or "")]
         command += [{None: "default", True: "must-fold", False: "no-must-fold"}[self.complete_fold]]
+        command += ["--lowering" if self.lowering else "--no-lowering"]
         # The worker's stderr (TVM's crash backtraces) goes to a file; a crash finding quotes it.
         stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by _Worker.stop
         process = subprocess.Popen(
@@ -247,13 +256,20 @@ def _crash_checked(case: Case, pipeline: Pipeline | None, died: _Died) -> Checke
 
 
 def _main(argv: list[str]) -> None:
-    """``python -m fuzz.isolate FD PASS --cache|--no-cache CACHE_DIR default|must-fold|no-must-fold``:
-    the worker."""
+    """``python -m fuzz.isolate FD PASS --cache|--no-cache CACHE_DIR default|must-fold|no-must-fold
+    --lowering|--no-lowering``: the worker."""
     # Ctrl-C reaches the whole process group: the parent decides, and stops the worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    fd, pass_name, cache, cache_dir, must_fold = argv
+    fd, pass_name, cache, cache_dir, must_fold, lowering = argv
     complete = {"default": None, "must-fold": True, "no-must-fold": False}[must_fold]
-    _serve(Connection(int(fd)), pass_name, cache == "--cache", cache_dir or None, complete)
+    _serve(
+        Connection(int(fd)),
+        pass_name,
+        cache == "--cache",
+        cache_dir or None,
+        complete,
+        lowering == "--lowering",
+    )
 
 
 if __name__ == "__main__":

@@ -16,17 +16,18 @@ incidental is, and the signature loses that attribute.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from fuzz.campaign import check
 from fuzz.case import (
     OPERANDS,
     Block,
     Case,
+    CaseError,
     Epilogue,
     Form,
     Tensor,
@@ -34,12 +35,13 @@ from fuzz.case import (
     conv_output_shape,
     kernel_to_oihw,
 )
-from fuzz.execute import Outputs
+from fuzz.check import check
+from fuzz.execute import Outputs, Runner
 from fuzz.passes import PassFactory
 from fuzz.pipeline import Pipeline
 from fuzz.signature import Signature
 
-__all__ = ["Attempt", "Bug", "found", "minimality", "simplify"]
+__all__ = ["Attempt", "Bug", "found", "minimality", "simplifications", "simplify", "with_defaults_except"]
 
 
 def _retype(tensor: Tensor, dtype: str) -> Tensor:
@@ -91,9 +93,46 @@ def _one_in_channel(case: Case) -> Case:
     return replace(case, data=data, blocks=(replace(b, weight=weight),))
 
 
-def _simplifications(case: Case) -> list[tuple[str, Callable[[Case], Case]]]:
-    """(description, change) for each way to make ``case`` simpler by one step that keeps
-    shapes: flags and attributes back to their defaults, one operand's values to 1.0."""
+def _as_conv_bn(case: Case) -> Case:
+    """The case's first block alone, as plain ``bn(conv(x))[0]``: no second consumer of
+    the conv, no statistics returned or used, no second block."""
+    return replace(case, topology=Topology.CONV_BN, blocks=case.blocks[:1])
+
+
+def _transposed(tensor: Tensor, order: list[int]) -> Tensor:
+    return Tensor.from_numpy(np.transpose(tensor.float64(), order), tensor.dtype)
+
+
+def _as_nchw(case: Case) -> Case:
+    """The case with NHWC convs as NCHW ones computing the same thing: input and residual
+    transposed, each batch_norm axis moved with the dimension it names."""
+    order = ["NHWC".index(d) for d in "NCHW"]
+    blocks = []
+    for b in case.blocks:
+        assert b.conv is not None
+        axis = "NCHW".index("NHWC"[b.bn.axis % 4])
+        blocks.append(replace(b, conv=replace(b.conv, data_layout="NCHW"), bn=replace(b.bn, axis=axis)))
+    residual = case.residual and _transposed(case.residual, order)
+    return replace(case, data=_transposed(case.data, order), blocks=tuple(blocks), residual=residual)
+
+
+def _as_oihw(case: Case) -> Case:
+    """The case with every kernel transposed to OIHW."""
+    blocks = []
+    for b in case.blocks:
+        if b.conv is None or b.weight is None:
+            blocks.append(b)
+            continue
+        order = [b.conv.kernel_layout.index(d) for d in "OIHW"]
+        conv = replace(b.conv, kernel_layout="OIHW")
+        blocks.append(replace(b, conv=conv, weight=_transposed(b.weight, order)))
+    return replace(case, blocks=tuple(blocks))
+
+
+def simplifications(case: Case, *, values: bool = True) -> list[tuple[str, Callable[[Case], Case]]]:
+    """(description, change) for each way to make ``case`` simpler by one step: flags and
+    attributes back to their defaults, batch and channels to one, dtype to float32, and
+    (``values``) one operand's values to 1.0."""
     changes: list[tuple[str, Callable[[Case], Case]]] = []
 
     def each_block(**fields: Any) -> Callable[[Case], Case]:
@@ -108,6 +147,14 @@ def _simplifications(case: Case) -> list[tuple[str, Callable[[Case], Case]]]:
         return change
 
     first = case.blocks[0]
+    if case.topology.has_conv and case.topology is not Topology.CONV_BN:
+        changes.append((f"topology={case.topology.value} -> conv-bn (the first block)", _as_conv_bn))
+    convs = [b.conv for b in case.blocks if b.conv is not None]
+    if convs and all(c.data_layout == "NHWC" for c in convs):
+        changes.append(("data_layout=NHWC -> NCHW (transposed)", _as_nchw))
+    if any(c.kernel_layout != "OIHW" for c in convs):
+        layouts = sorted({c.kernel_layout for c in convs} - {"OIHW"})
+        changes.append((f"kernel_layout={','.join(layouts)} -> OIHW (transposed)", _as_oihw))
     flags: tuple[tuple[str, Any], ...] = (
         ("training", False),
         ("scale", True),
@@ -195,7 +242,7 @@ def _simplifications(case: Case) -> list[tuple[str, Callable[[Case], Case]]]:
         tensor = first.operand(name)
         if tensor is not None:
             ones[name] = tensor
-    for name, tensor in ones.items():
+    for name, tensor in ones.items() if values else ():
         if any(v != 1.0 for v in tensor.values):
 
             def set_ones(c: Case, name: str = name) -> Case:
@@ -216,19 +263,59 @@ def _simplifications(case: Case) -> list[tuple[str, Callable[[Case], Case]]]:
     return [(description, _fitting_residual(change)) for description, change in changes]
 
 
+#: The classifying attribute (:func:`fuzz.signature.classify`) each attribute
+#: simplification sets back to its default, by the start of its description.
+_ATTRIBUTE_BY_PREFIX: tuple[tuple[str, str], ...] = (
+    ("topology=", "topology"),
+    ("data_layout=", "data_layout"),
+    ("kernel_layout=", "kernel_layout"),
+    ("training=", "training"),
+    ("scale=", "scale"),
+    ("center=", "center"),
+    ("form=", "form"),
+    ("epilogue=", "epilogue"),
+    ("conv bias", "bias"),
+    ("axis=", "axis"),
+    ("groups=", "groups"),
+    ("out_dtype=", "out_dtype"),
+    ("dtype=", "dtype"),
+    ("parameters=", "operands"),
+)
+
+
+def with_defaults_except(case: Case, keep: set[str]) -> Case:
+    """``case`` with every classifying attribute not in ``keep`` set back to its default
+    at once, values untouched (an attribute whose reset would make the case invalid
+    stays as it is)."""
+    for description, change in simplifications(case, values=False):
+        attribute = next((a for prefix, a in _ATTRIBUTE_BY_PREFIX if description.startswith(prefix)), None)
+        if attribute is None or attribute in keep:
+            continue
+        try:
+            case = change(case)
+        except ValueError:
+            continue
+    return case
+
+
 def _fitting_residual(change: Callable[[Case], Case]) -> Callable[[Case], Case]:
-    """``change``, then the residual cut and retyped to the output it is added to (a change
-    of batch, channels or dtype changes that output)."""
+    """``change``, refused if a conv is left with an empty output, then the residual cut
+    and retyped to the output it is added to (a change of batch, channels or dtype
+    changes that output)."""
 
     def changed(c: Case) -> Case:
         c = change(c)
-        if c.residual is None:
-            return c
         shape = c.data.shape
         for b in c.blocks:
             if b.conv is not None and b.weight is not None:
                 shape = conv_output_shape(b.conv, shape, b.weight.shape)
+                if min(shape) < 1:  # a window change that leaves the conv no output
+                    raise CaseError("conv", f"the conv's output would be empty: {list(shape)}")
+        if c.residual is None:
+            return c
         values = c.residual.float64()[tuple(slice(0, n) for n in shape)]
+        if values.shape != shape:
+            raise CaseError("residual", f"{list(c.residual.shape)} cannot be cut to the output {list(shape)}")
         return replace(c, residual=Tensor.from_numpy(values, c.blocks[-1].gamma.dtype))
 
     return changed
@@ -244,9 +331,12 @@ class Bug:
     visible: bool
 
 
-def found(case: Case, make_pass: PassFactory, pipeline: Pipeline | None = None) -> Bug | None:
-    """The bug ``make_pass`` (inside ``pipeline``, if given) shows on ``case``, or None."""
-    checked = check(case, make_pass, pipeline=pipeline)
+def found(
+    case: Case, make_pass: PassFactory, pipeline: Pipeline | None = None, runner: Runner | None = None
+) -> Bug | None:
+    """The bug ``make_pass`` (inside ``pipeline``, if given) shows on ``case``, or None
+    (``runner``: see :func:`fuzz.execute.execute`)."""
+    checked = check(case, make_pass, runner, pipeline)
     finding = checked.verdict.primary
     if finding is None:
         return None
@@ -307,7 +397,7 @@ def _steps(case: Case, pipeline: Pipeline | None) -> list[tuple[str, Step]]:
     def on_pipeline(simpler: Pipeline) -> Step:
         return lambda subject: (subject[0], simpler)
 
-    steps = [(d, on_case(change)) for d, change in _simplifications(case)]
+    steps = [(d, on_case(change)) for d, change in simplifications(case)]
     if pipeline is not None:
         passes = pipeline.passes
         if len(passes) > 1:
@@ -326,11 +416,16 @@ def _steps(case: Case, pipeline: Pipeline | None) -> list[tuple[str, Step]]:
 
 
 def _attempt(
-    subject: Subject, target: Bug, make_pass: PassFactory, description: str, step: Step
+    subject: Subject,
+    target: Bug,
+    make_pass: PassFactory,
+    description: str,
+    step: Step,
+    runner: Runner | None = None,
 ) -> tuple[Attempt, Subject, Bug | None]:
     try:
         simpler = step(subject)
-        bug = found(simpler[0], make_pass, simpler[1])
+        bug = found(simpler[0], make_pass, simpler[1], runner)
     except ValueError as exc:  # CaseError, ModuleError, or an empty conv output
         return Attempt(description, "invalid", str(exc)[:80]), subject, None
     if bug is None or not _same_bug(bug.signature, target.signature):
@@ -350,7 +445,12 @@ def minimality(case: Case, make_pass: PassFactory, pipeline: Pipeline | None = N
 
 
 def simplify(
-    case: Case, make_pass: PassFactory, pipeline: Pipeline | None = None
+    case: Case,
+    make_pass: PassFactory,
+    pipeline: Pipeline | None = None,
+    *,
+    runner: Runner | None = None,
+    seconds: float | None = None,
 ) -> tuple[Case, Pipeline | None, Signature | None]:
     """``case`` and ``pipeline`` with every one-step simplification applied that keeps the
     bug, and the bug's signature then (None if ``make_pass`` shows no bug on ``case``).
@@ -359,15 +459,19 @@ def simplify(
     ``groups=2`` the underflow never needed) is kept, and the signature narrows with it;
     one after which the outputs no longer show the bug is not. Each simplification
     removes something for good (a non-default attribute, a batch item, a non-1.0
-    operand, a pass), so the loop ends.
+    operand, a pass), so the loop ends. ``runner``: compiles and runs (a compile cache
+    makes it fast); ``seconds``: stop after about this long, keeping what is simplified.
     """
-    target = found(case, make_pass, pipeline)
+    start = time.monotonic()
+    target = found(case, make_pass, pipeline, runner)
     subject: Subject = (case, pipeline)
     changed = target is not None
     while changed and target is not None:
         changed = False
         for description, step in _steps(*subject):
-            attempt, simpler, bug = _attempt(subject, target, make_pass, description, step)
+            if seconds is not None and time.monotonic() - start > seconds:
+                break
+            attempt, simpler, bug = _attempt(subject, target, make_pass, description, step, runner)
             if attempt.outcome == "remains" and bug is not None:
                 subject, target, changed = simpler, bug, True
                 break

@@ -11,9 +11,10 @@ batch_norm).
 
 The rules, in order:
 
-* the pass raised (``pass-exception``), produced ill-formed IR (``ill-formed``),
-  or the folded module failed to build or run where the unfolded one worked
-  (``build-failure`` / ``run-failure``);
+* the pass raised (``pass-exception``) or produced ill-formed IR (``ill-formed``), judged
+  from the IR alone (also where TVM cannot build the unfolded program), or the folded
+  module failed to build or run where the unfolded one worked (``build-failure`` /
+  ``run-failure``);
 * a graph the pass must leave alone (training-mode batch_norm, a batch_norm axis
   that is not the conv's output channel axis, operands that are not constants,
   a batch_norm with no conv before it) was rewritten: its operators changed
@@ -24,8 +25,8 @@ The rules, in order:
 * outputs changed in number, shape or dtype from both what the module declares
   and what the unfolded program returns (``signature-change``);
 * applying the pass to its own output changed it again (``not-idempotent``);
-* the folded output is non-finite where the unfolded program is robustly finite
-  (``finite-to-nonfinite``);
+* the folded output is non-finite where the unfolded program is robustly finite (and
+  finite in fact) (``finite-to-nonfinite``);
 * the folded error against the reference exceeds the reference's bound plus the
   unfolded program's own error (``out-of-tolerance``).
 
@@ -160,6 +161,11 @@ def missed_fold(case: Case, before: Mapping[str, int], after: Mapping[str, int])
     return Finding(Symptom.MISSED_FOLD, "pass", "incomplete fold: " + "; ".join(problems))
 
 
+#: Failures judged from the IR alone, without building anything: the pass raised, or
+#: returned ill-formed IR (also where TVM cannot build the unfolded program).
+_IR_STAGES = (Stage.PASS, Stage.WELL_FORMED)
+
+
 def _failure_finding(failure: Failure) -> Finding:
     return Finding(_FAILURE_SYMPTOMS[failure.stage], failure.stage.value, failure.message, failure.error_type)
 
@@ -194,7 +200,9 @@ def _compare(
                     f"> bound {float(expected.bound[at]):.3g}",
                 )
             )
-        nonfinite = expected.robust & ~np.isfinite(fold)
+        # Only where the unfolded program really is finite: where it is not, although the
+        # reference calls the element robust, the lowering is at fault (reported above).
+        nonfinite = expected.robust & np.isfinite(base) & ~np.isfinite(fold)
         if nonfinite.any():
             at = _where(nonfinite)
             pass_findings.append(
@@ -241,35 +249,42 @@ def judge(
     batch_norm legitimately, so "must not fold" is not judged. ``numbers=False``: the
     pipeline changes the arithmetic's dtype on purpose (mixed precision); outputs must
     keep their shapes, and their dtypes and values are not judged. ``must_fold``: the
-    pass claims to be a complete fold (see :func:`missed_fold`); judged from the IR, so
-    also where TVM cannot build the unfolded program.
+    pass claims to be a complete fold (see :func:`missed_fold`). Both fold properties
+    (must not fold, must fold) are judged from the IR, so also where TVM cannot build the
+    unfolded program.
     """
     reasons = () if in_pipeline else must_not_fold_reasons(case)
-    missed = None
-    if must_fold and not in_pipeline and execution.op_counts is not None:
-        missed = missed_fold(case, *execution.op_counts)
-    baseline = execution.baseline
-    if isinstance(baseline, Failure):
-        return Verdict(
-            (missed,) if missed is not None else (),
-            skipped=f"unfolded program failed at {baseline.stage.value}: {baseline.error_type}",
-            must_not_fold=reasons,
-        )
-    findings: list[Finding] = []
+    # Judged from the IR alone, so also where TVM cannot build the unfolded program.
+    structural: list[Finding] = []
     folded = execution.folded
-    if isinstance(folded, Failure):
-        findings.append(_failure_finding(folded))
+    ir_failure = isinstance(folded, Failure) and folded.stage in _IR_STAGES
+    if isinstance(folded, Failure) and ir_failure:
+        structural.append(_failure_finding(folded))
     rewrote = execution.op_counts is not None and execution.op_counts[0] != execution.op_counts[1]
     if reasons and execution.changed and rewrote:
-        findings.append(
+        structural.append(
             Finding(
                 Symptom.MUST_NOT_FOLD,
                 "pass",
                 "the pass changed a graph it must leave alone: " + "; ".join(map(str, reasons)),
             )
         )
-    if missed is not None:
-        findings.append(missed)
+    if must_fold and not in_pipeline and execution.op_counts is not None:
+        missed = missed_fold(case, *execution.op_counts)
+        structural += [missed] if missed is not None else []
+    baseline = execution.baseline
+    if baseline is None or folded is None or ir_failure:
+        # nothing run (the pass changed nothing, raised, or returned ill-formed IR)
+        return Verdict(tuple(_ordered(structural)), must_not_fold=reasons)
+    if isinstance(baseline, Failure):
+        return Verdict(
+            tuple(_ordered(structural)),
+            skipped=f"unfolded program failed at {baseline.stage.value}: {baseline.error_type}",
+            must_not_fold=reasons,
+        )
+    findings: list[Finding] = list(structural)
+    if isinstance(folded, Failure):
+        findings.append(_failure_finding(folded))
     if execution.idempotent is False:
         findings.append(
             Finding(

@@ -8,6 +8,8 @@ Names:
 
 - a builtin name from :data:`BUILTIN_PASSES` (``upstream``: TVM's pass; ``fixed``: ours,
   :mod:`fuzz.fold_batchnorm`; ``identity``: the control), each a ``"module:attr"`` string;
+- ``mutant:NAME``: a seeded-defect variant of ``fixed`` (:mod:`fuzz.mutants`), claiming a
+  complete fold as ``fixed`` does;
 - any ``"module:attr"``: the module is imported and ``attr`` looked up. It may be a
   pass class (``@function_pass`` on a class), a factory function, or a pass instance
   (then every call returns that same instance).
@@ -37,6 +39,7 @@ from tvm import relax
 __all__ = [
     "BUILTIN_PASSES",
     "COMPLETE_FOLDS",
+    "MUTANT_PREFIX",
     "PassFactory",
     "ResolvedPass",
     "UnknownPass",
@@ -56,6 +59,9 @@ BUILTIN_PASSES: dict[str, str] = {
     "fixed": "fuzz.fold_batchnorm:FoldBatchnormToConv2D",
 }
 
+
+#: ``mutant:NAME`` names a seeded-defect variant of ``fixed`` (:mod:`fuzz.mutants`).
+MUTANT_PREFIX = "mutant:"
 
 #: Builtin passes that claim to fold every batch_norm they have no stated reason to keep.
 COMPLETE_FOLDS = frozenset({"fixed"})
@@ -110,8 +116,8 @@ def _unknown(name: str, reason: str, candidates: list[str] | None = None) -> Unk
     suggest = _suggest(name, candidates if candidates is not None else builtins)
     return UnknownPass(
         f"unknown pass {name!r}: {reason}.{suggest} "
-        f"Available: {', '.join(builtins)}, or MODULE:ATTR naming a pass class, "
-        "factory function or pass instance."
+        f"Available: {', '.join(builtins)}, mutant:NAME (a seeded defect of fixed), or MODULE:ATTR "
+        "naming a pass class, factory function or pass instance."
     )
 
 
@@ -164,6 +170,9 @@ def resolve_pass(name: str, *, complete_fold: bool | None = None) -> ResolvedPas
     problem and the close matches.
     """
     spec = BUILTIN_PASSES.get(name, name)
+    if name.startswith(MUTANT_PREFIX):
+        spec = "fuzz.mutants:" + name[len(MUTANT_PREFIX) :]
+        complete_fold = True if complete_fold is None else complete_fold
     if ":" not in spec:
         raise _unknown(name, "not a builtin name and not of the form MODULE:ATTR")
     module_name, _, attr = spec.partition(":")

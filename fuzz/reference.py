@@ -282,7 +282,12 @@ def _batch_norm(x: _Tracked, block: Block, wide: type) -> tuple[_Tracked, _Track
             square_sum_hi = ((np.abs(dev) + e_dev) ** 2).sum(axis=reduce_axes)
             robust_axis = (d > eta) & (rho < 0.5) & _in_range(sum_hi, facts) & _in_range(square_sum_hi, facts)
             q_hi = (np.abs(dev) + e_dev) / np.sqrt(np.where(d > 0, d, np.inf)).reshape(shape)
-            hi = [np.abs(x.value) + err_in, q_hi, np.abs(value) + SAFETY * (g * budget + z)]
+            hi = [
+                np.abs(x.value) + err_in,
+                q_hi,
+                np.abs(dev * sr) + SAFETY * (g * budget + z),  # q * gamma, before beta
+                np.abs(value) + SAFETY * (g * budget + z),
+            ]
             mom = _round_to(bn.momentum, dtype, wide)
             keep = _round_to(1 - bn.momentum, dtype, wide)
             new_mean = _Tracked(
@@ -326,6 +331,9 @@ def _batch_norm(x: _Tracked, block: Block, wide: type) -> tuple[_Tracked, _Track
                 np.abs(t) + SAFETY * (x.g * t_budget + x.z + facts.u * t_budget),
                 np.broadcast_to(d.reshape(shape), t.shape),
                 np.abs(q) + SAFETY * (g * q_budget + z),
+                # q * gamma, before beta is added: it may pass the maximum where the sum
+                # with beta would not
+                np.abs(t * sr) + SAFETY * err,
                 np.abs(value) + SAFETY * err,
             ]
             new_mean = _Tracked(

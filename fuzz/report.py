@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from fuzz.campaign import check
 from fuzz.case import Case, kernel_to_oihw
+from fuzz.check import check
 from fuzz.corpus import Entry
 from fuzz.execute import Outputs
 from fuzz.minimize import minimality

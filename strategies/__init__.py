@@ -18,7 +18,7 @@ max_batch=2)``
     dimension built with length C, so a pass that ignores ``axis`` computes wrong
     numbers instead of only crashing. Shrinks to one channel, batch 1, 1x1 data
     and kernel, float32, NCHW, OIHW, conv-bn, every value 1.0.
-``case_batches(*, max_size=8, **kwargs)``
+``case_batches(*, max_size=64, **kwargs)``
     Tuples of 1 to ``max_size`` cases of one structure: the first is drawn by
     ``cases(**kwargs)`` (and shrinks as it does); the others share everything
     with it (topology, dtype, shapes, attributes, parameters) except the values
@@ -26,6 +26,11 @@ max_batch=2)``
     again under the same rules. Shrinks to a single case. For a runner that
     compiles a graph once and checks it on many value sets. ``max_size`` below
     1 raises ``InvalidArgument``; other arguments are checked by ``cases()``.
+``value_sets(case, *, magnitudes, aims)``, ``further_counts(max_size)``
+    The parts of a batch, for a runner that draws them one at a time (the campaign
+    draws further value sets only for a structure the pass rewrote): cases with
+    ``case``'s structure and fresh values, and how many of them (uniform, shrinking
+    to 0).
 ``conv2d_attrs(*, dtype, in_channels, out_channels, kernel_size, input_size,
 data_layouts, kernel_layouts, wide_out_dtypes)``
     :class:`~fuzz.case.Conv2dAttrs` valid for the given channels (groups divide
@@ -37,8 +42,14 @@ data_layouts, kernel_layouts, wide_out_dtypes)``
     A :class:`~fuzz.case.Tensor` whose values all belong to one drawn
     :class:`Magnitude`, exact in ``dtype`` and finite.
 
-Enums: :class:`Magnitude` (value classes) and :class:`Axis` (which dimension a
-batch_norm axis names: CHANNEL, BATCH, HEIGHT, WIDTH).
+``cases()`` and ``value_sets()`` also draw an *aim* per value set (``aims``; 0, no aim,
+half the time): :mod:`.aim` rewrites the first conv block's values toward a fold's edges
+(scales with a few subnormal bits left, partial sums just past the maximum behind finite
+folded weights, a folded bias past it while ``conv - mean`` cancels, zero variance).
+
+Enums: :class:`Magnitude` (value classes), :class:`Axis` (which dimension a
+batch_norm axis names: CHANNEL, BATCH, HEIGHT, WIDTH) and :class:`Deviation` (how far
+one case's attributes stray from their defaults: swarm testing).
 
 Arguments that vary are strategies (``st.just(x)`` pins one); bounds are
 values. Bad arguments raise ``InvalidArgument`` eagerly, naming the argument and
@@ -71,18 +82,21 @@ Modules: :mod:`.graphs` (cases, batches), :mod:`.pipelines` (pass pipelines),
 
 from __future__ import annotations
 
-from .attributes import Axis, batch_norm_attrs, conv2d_attrs
-from .graphs import case_batches, cases
+from .attributes import Axis, Deviation, batch_norm_attrs, conv2d_attrs
+from .graphs import case_batches, cases, further_counts, value_sets
 from .pipelines import pipelines
 from .values import Magnitude, tensors
 
 __all__ = [
     "Axis",
+    "Deviation",
     "Magnitude",
     "batch_norm_attrs",
     "case_batches",
     "cases",
     "conv2d_attrs",
+    "further_counts",
     "pipelines",
     "tensors",
+    "value_sets",
 ]

@@ -9,7 +9,9 @@ dilation 1, no padding).
 
 from __future__ import annotations
 
+import contextvars
 import enum
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any, TypeVar
@@ -26,7 +28,7 @@ from .values import check_dtype
 
 T = TypeVar("T")
 
-__all__ = ["Axis", "batch_norm_attrs", "conv2d_attrs"]
+__all__ = ["Axis", "Deviation", "batch_norm_attrs", "conv2d_attrs"]
 
 
 class Axis(enum.Enum):
@@ -57,21 +59,95 @@ MAX_EPSILON = 1e6
 MOMENTA: tuple[float, ...] = (0.1, 0.0, 1.0)
 
 
-def mostly_first(options: Sequence[T]) -> SearchStrategy[T]:
+class Deviation(enum.IntEnum):
+    """How far a case strays from the defaults: drawn once per case by
+    :func:`strategies.cases` (``USUAL`` first, where it shrinks to), it sets the odds of
+    every :func:`mostly_first` attribute of that case (swarm testing: some cases change
+    almost nothing, others almost everything)."""
+
+    #: the first option with probability ``1/2 + 1/(2n)``, each other ``1/(2n)``
+    USUAL = 0
+    #: the first option but for one time in sixteen: a case changes about one attribute
+    #: and stays foldable, what a bug triggered by that attribute alone needs
+    RARE = 1
+    #: every option equally likely
+    UNIFORM = 2
+    #: one attribute draw of the case, chosen per case (:data:`FOCUS`), takes a value
+    #: other than its default, every other keeps its default: what a bug that one
+    #: attribute triggers needs, with no second trigger to mask it
+    ONE = 3
+
+
+#: The deviation of the case being drawn (:func:`strategies.cases` sets it around its
+#: attribute draws; elsewhere ``USUAL``).
+DEVIATION: contextvars.ContextVar[Deviation] = contextvars.ContextVar("deviation", default=Deviation.USUAL)
+#: ``ONE`` two cases in five, each other deviation one in five: most fold bugs need one
+#: attribute changed and nothing else that would mask them.
+DEVIATIONS: SearchStrategy[Deviation] = st.sampled_from([*Deviation, Deviation.ONE])
+#: In a ``ONE`` case: [the index of the attribute draw that deviates, attribute draws so
+#: far]. :func:`strategies.cases` sets it; a conv-bn case makes about 17 attribute draws.
+FOCUS: contextvars.ContextVar[list[int]] = contextvars.ContextVar("focus")
+FOCUS_DRAWS = 18
+
+
+def mostly_first(options: Sequence[T], *, even: bool = False, attribute: bool = True) -> SearchStrategy[T]:
     """Any of ``options``, the first (the default) about half the time; shrinks to it.
 
     A pass only fires on graphs near the defaults; drawing every attribute
     uniformly would make a graph it folds rare (one in hundreds), and the bugs
-    that need a fold with one attribute changed rarer still.
+    that need a fold with one attribute changed rarer still. Inside a case, the
+    odds follow the case's :class:`Deviation` (``even``: the ``USUAL`` odds are even,
+    as for ``center`` and ``scale``).
+
+    One choice: a ``sampled_from`` of ``16 n`` entries, the same length at every
+    deviation, with the other options at the end (``k`` times each) and the first
+    filling the rest, so a choice keeps its meaning when the shrinker lowers the
+    deviation: index 0 is the default and the last index the last option at every one.
+    ``ONE`` cases draw the focused attribute from the other options and every other as
+    its default; ``attribute=False`` (magnitudes) keeps the ``USUAL`` odds there.
     """
-    return st.one_of(st.just(options[0]), st.sampled_from(options))
+    return _by_deviation(tuple(options), even, attribute)
+
+
+@functools.cache
+def _listings(options: tuple[Any, ...], even: bool) -> tuple[SearchStrategy[Any], ...]:
+    """The ``sampled_from`` of each :class:`Deviation`, in its order (see :func:`mostly_first`)."""
+    n = len(options)
+
+    def listing(k: int) -> SearchStrategy[Any]:
+        rest = tuple(o for o in options[1:] for _ in range(k))
+        return st.sampled_from((options[0],) * (16 * n - len(rest)) + rest)
+
+    # ONE cases: the focused draw from the other options, every other draw the default;
+    # 16 n entries too, so that every deviation makes the same choices, and the shrinker
+    # (which prefers fewer choices) does not take ONE for the simpler deviation.
+    others = options[1:] or options[:1]
+    focused = st.sampled_from(tuple(others[i % len(others)] for i in range(16 * n)))
+    default = st.sampled_from((options[0],) * (16 * n))
+    return (listing(16 if even else 8), listing(1), listing(16), focused, default)
+
+
+@st.composite
+def _by_deviation(draw: DrawFn, options: tuple[T, ...], even: bool, attribute: bool) -> T:
+    listings = _listings(options, even)
+    deviation = DEVIATION.get()
+    if deviation is not Deviation.ONE:
+        strategy = listings[deviation]
+    elif not attribute:
+        strategy = listings[Deviation.USUAL]
+    else:
+        focus = FOCUS.get()
+        strategy = listings[3] if focus[1] == focus[0] else listings[4]
+        focus[1] += 1
+    value: T = draw(strategy)
+    return value
 
 
 DEFAULT_DATA_LAYOUTS: SearchStrategy[str] = mostly_first(DATA_LAYOUTS)
 DEFAULT_KERNEL_LAYOUTS: SearchStrategy[str] = mostly_first(KERNEL_LAYOUTS)
 #: Flags whose default is True shrink to True; ``booleans()`` shrinks to False.
-TRUE_FIRST: SearchStrategy[bool] = st.sampled_from([True, False])
-FALSE_FIRST: SearchStrategy[bool] = st.booleans()
+TRUE_FIRST: SearchStrategy[bool] = mostly_first([True, False], even=True)
+FALSE_FIRST: SearchStrategy[bool] = mostly_first([False, True], even=True)
 #: False three times in four (training, wider out_dtype, parameters); shrinks to False.
 MOSTLY_FALSE: SearchStrategy[bool] = mostly_first([False, True])
 DEFAULT_EPSILONS: SearchStrategy[float] = st.one_of(st.sampled_from(EPSILONS), st.floats(0.0, MAX_EPSILON))

@@ -40,6 +40,7 @@ from typing import Any, TypedDict
 
 import numpy as np
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import DrawFn, SearchStrategy
 
 from fuzz.case import (
@@ -67,34 +68,44 @@ from ._validation import (
     checked_draw,
     is_bool,
 )
+from .aim import AIM_BITS, aim
 from .attributes import (
     DEFAULT_DATA_LAYOUTS,
     DEFAULT_EPSILONS,
     DEFAULT_KERNEL_LAYOUTS,
     DEFAULT_MOMENTA,
+    DEVIATION,
+    DEVIATIONS,
     FALSE_FIRST,
+    FOCUS,
+    FOCUS_DRAWS,
     MOSTLY_FALSE,
     TRUE_FIRST,
     Axis,
     BatchNormOptions,
     ConvOptions,
+    Deviation,
     make_conv_attrs,
     mostly_first,
 )
 from .geometry import Window, group_choices, multiplier_range, window_choices
-from .values import Magnitude, draw_array, is_magnitude
+from .values import CODE_BITS, Magnitude, code_array, code_class, draw_array, is_magnitude
 
-__all__ = ["case_batches", "cases"]
+__all__ = ["case_batches", "cases", "further_counts", "value_sets"]
 
 DEFAULT_DTYPES: SearchStrategy[str] = mostly_first(DTYPES)
 DEFAULT_TOPOLOGIES: SearchStrategy[Topology] = mostly_first(list(Topology))
 DEFAULT_AXES: SearchStrategy[Axis] = mostly_first(list(Axis))
-DEFAULT_MAGNITUDES: SearchStrategy[Magnitude] = mostly_first(list(Magnitude))
+DEFAULT_MAGNITUDES: SearchStrategy[Magnitude] = mostly_first(list(Magnitude), attribute=False)
 DEFAULT_IMPORTERS: SearchStrategy[Importer] = mostly_first(list(Importer))
 DEFAULT_EPILOGUES: SearchStrategy[Epilogue] = mostly_first(list(Epilogue))
 #: True three times in four (a dataflow block); shrinks to True.
 MOSTLY_TRUE: SearchStrategy[bool] = mostly_first([True, False])
 DEFAULT_FUNCTIONS: SearchStrategy[int] = mostly_first([1, 2])
+#: Aim codes (:func:`strategies.aim.aim`): 0 (no aim) half the time, in one choice; shrinks to 0.
+DEFAULT_AIMS: SearchStrategy[int] = st.integers(0, 2 ** (AIM_BITS + 1) - 1).map(
+    lambda v: 0 if v >> AIM_BITS else v
+)
 #: The batch_norm operands, which every block has (``weight`` and ``bias`` need a conv).
 BN_OPERANDS: tuple[str, ...] = tuple(name for name in OPERANDS if name not in ("weight", "bias"))
 
@@ -117,6 +128,10 @@ def _is_importer(value: object) -> bool:
 
 def _is_epilogue(value: object) -> bool:
     return isinstance(value, Epilogue)
+
+
+def _is_aim(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**AIM_BITS
 
 
 def _is_function_count(value: object) -> bool:
@@ -164,6 +179,8 @@ class _Options:
     dataflows: SearchStrategy[bool]
     dead_statistics: SearchStrategy[bool]
     functions: SearchStrategy[int]
+    aims: SearchStrategy[int]
+    deviations: SearchStrategy[Deviation] = DEVIATIONS
 
     def for_onnx(self) -> _Options:
         """These options with every attribute ONNX cannot vary pinned to what it says.
@@ -221,6 +238,8 @@ def cases(
     dataflows: SearchStrategy[bool] = MOSTLY_TRUE,
     dead_statistics: SearchStrategy[bool] = MOSTLY_FALSE,
     functions: SearchStrategy[int] = DEFAULT_FUNCTIONS,
+    aims: SearchStrategy[int] = DEFAULT_AIMS,
+    deviations: SearchStrategy[Deviation] = DEVIATIONS,
 ) -> SearchStrategy[Case]:
     """Valid :class:`~fuzz.case.Case` specs, shrinking toward the simplest graph.
 
@@ -256,6 +275,14 @@ def cases(
       first; RELU, CLIP, ADD of a second input), for conv-bn and the chain.
     - ``dataflows`` (True first), ``dead_statistics`` (False first),
       ``functions`` (1 first, or 2): the :class:`~fuzz.case.Form` of a RELAX case.
+    - ``aims``: integer aim codes (:func:`strategies.aim.aim`), one per value set: 0
+      leaves the drawn values alone (half the time, and where examples shrink to);
+      anything else rewrites the first block's values toward a fold's edges (chosen
+      scales, a cancelling mean, partial sums near the maximum), out of their drawn
+      magnitude classes. ``st.just(0)`` keeps every tensor in its class.
+    - ``deviations``: :class:`~strategies.attributes.Deviation`, drawn once per case
+      (swarm testing): how far the default-first attributes above stray from their
+      defaults in that case (USUAL first; ONE changes a single attribute).
 
     Bounds (values): ``min_channels``/``max_channels`` bound every channel
     count; ``max_spatial`` the data's height and width; ``max_batch`` the
@@ -281,6 +308,8 @@ def cases(
     check_values(dataflows, "dataflows", is_bool, "a bool")
     check_values(dead_statistics, "dead_statistics", is_bool, "a bool")
     check_values(functions, "functions", _is_function_count, "1 or 2")
+    check_values(aims, "aims", _is_aim, f"an int in [0, 2**{AIM_BITS})")
+    check_values(deviations, "deviations", _is_deviation, "a Deviation")
     options = _Options(
         dtypes=dtypes,
         topologies=topologies,
@@ -306,11 +335,13 @@ def cases(
         dataflows=dataflows,
         dead_statistics=dead_statistics,
         functions=functions,
+        aims=aims,
+        deviations=deviations,
     )
     return _cases(options)
 
 
-def case_batches(*, max_size: int = 8, **kwargs: Any) -> SearchStrategy[tuple[Case, ...]]:
+def case_batches(*, max_size: int = 64, **kwargs: Any) -> SearchStrategy[tuple[Case, ...]]:
     """Tuples of 1 to ``max_size`` cases that differ only in their tensor values.
 
     The first case is drawn by ``cases(**kwargs)`` and shrinks exactly as it
@@ -328,9 +359,10 @@ def case_batches(*, max_size: int = 8, **kwargs: Any) -> SearchStrategy[tuple[Ca
     """
     check_integer(max_size, "max_size", min_value=1)
     first = cases(**kwargs)  # validates the other arguments exactly as cases() does
-    # The default is the one cases() uses (the same module constant).
+    # The defaults are the ones cases() uses (the same module constants).
     magnitudes: SearchStrategy[Magnitude] = kwargs.get("magnitudes", DEFAULT_MAGNITUDES)
-    return _case_batches(first, magnitudes, max_size)
+    aims: SearchStrategy[int] = kwargs.get("aims", DEFAULT_AIMS)
+    return _case_batches(first, magnitudes, aims, max_size, magnitudes is DEFAULT_MAGNITUDES)
 
 
 # ---------------------------------------------------------------------------
@@ -603,11 +635,30 @@ def _draw_shape(draw: DrawFn, options: _Options, topology: Topology, importer: I
 
 @st.composite
 def _cases(draw: DrawFn, options: _Options) -> Case:
+    # How far this case strays from the defaults: every mostly_first draw below follows it.
+    deviation = checked_draw(draw, options.deviations, "deviations", _is_deviation, "a Deviation")
+    token = DEVIATION.set(deviation)
+    focus = [draw(st.integers(0, FOCUS_DRAWS - 1)) if deviation is Deviation.ONE else -1, 0]
+    focus_token = FOCUS.set(focus)
+    try:
+        return _deviating_case(draw, options)
+    finally:
+        FOCUS.reset(focus_token)
+        DEVIATION.reset(token)
+
+
+def _is_deviation(value: object) -> bool:
+    return isinstance(value, Deviation)
+
+
+def _deviating_case(draw: DrawFn, options: _Options) -> Case:
     topology = checked_draw(draw, options.topologies, "topologies", _is_topology, "a Topology")
     dtype = checked_draw(draw, options.dtypes, "dtypes", _is_dtype, f"one of {DTYPES}")
-    importer = Importer.RELAX
-    if topology in ONNX_TOPOLOGIES and dtype in ONNX_DTYPES:
-        importer = checked_draw(draw, options.importers, "importers", _is_importer, "an Importer")
+    # Drawn whatever the topology and dtype (and ignored where ONNX cannot say the case),
+    # so that no dtype or topology is "simpler" to Hypothesis for skipping the choice.
+    importer = checked_draw(draw, options.importers, "importers", _is_importer, "an Importer")
+    if topology not in ONNX_TOPOLOGIES or dtype not in ONNX_DTYPES:
+        importer = Importer.RELAX
     if importer is Importer.ONNX:
         options = options.for_onnx()
     shape = _draw_shape(draw, options, topology, importer)
@@ -620,7 +671,8 @@ def _cases(draw: DrawFn, options: _Options) -> Case:
         residual = _draw_tensor(
             draw, options.magnitudes, case.blocks[-1].gamma.dtype, out, allow_negative=True
         )
-    return replace(case, parameters=present, epilogue=shape.epilogue, residual=residual, form=shape.form)
+    case = replace(case, parameters=present, epilogue=shape.epilogue, residual=residual, form=shape.form)
+    return aim(case, checked_draw(draw, options.aims, "aims", _is_aim, "an aim code"))
 
 
 def _draw_case(draw: DrawFn, options: _Options, topology: Topology, dtype: str, shape: _Shape) -> Case:
@@ -679,18 +731,69 @@ def _bn_only_case(
 # batches: one structure, several value sets
 
 
+def value_sets(
+    case: Case,
+    *,
+    magnitudes: SearchStrategy[Magnitude] = DEFAULT_MAGNITUDES,
+    aims: SearchStrategy[int] = DEFAULT_AIMS,
+) -> SearchStrategy[Case]:
+    """Cases with the structure of ``case`` (topology, dtype, shapes, attributes, form,
+    parameters) and every tensor's values drawn anew: what :func:`case_batches` adds
+    after its first case, for a runner that draws further value sets one at a time.
+
+    With the default ``magnitudes`` each tensor is one choice (a code,
+    :func:`strategies.values.code_array`); otherwise each draws its class from
+    ``magnitudes``, then its values. Each value set then draws its aim from ``aims``.
+    """
+    if not isinstance(case, Case):
+        raise InvalidArgument(f"case={case!r} is not a fuzz.case.Case")
+    check_values(magnitudes, "magnitudes", is_magnitude, "a Magnitude")
+    check_values(aims, "aims", _is_aim, f"an int in [0, 2**{AIM_BITS})")
+    # Hypothesis hands a composite its strategy arguments unwrapped, so whether these are
+    # the default magnitudes (one code per tensor) is decided here, by identity.
+    return _value_sets(case, magnitudes, aims, magnitudes is DEFAULT_MAGNITUDES)
+
+
+@st.composite
+def _value_sets(
+    draw: DrawFn, case: Case, magnitudes: SearchStrategy[Magnitude], aims: SearchStrategy[int], coded: bool
+) -> Case:
+    other = _recoded(draw, case) if coded else draw(_revalued(case, magnitudes))
+    return aim(other, checked_draw(draw, aims, "aims", _is_aim, "an aim code"))
+
+
 @st.composite
 def _case_batches(
-    draw: DrawFn, first: SearchStrategy[Case], magnitudes: SearchStrategy[Magnitude], max_size: int
+    draw: DrawFn,
+    first: SearchStrategy[Case],
+    magnitudes: SearchStrategy[Magnitude],
+    aims: SearchStrategy[int],
+    max_size: int,
+    coded: bool,
 ) -> tuple[Case, ...]:
     case = draw(first)
-    others = draw(st.lists(_revalued(case, magnitudes), max_size=max_size - 1))
-    return (case, *others)
+    # How many further value sets: one choice, uniform (so batches are long on average,
+    # and each costs its values only), shrinking to none.
+    count = draw(further_counts(max_size))
+    return (case, *(draw(_value_sets(case, magnitudes, aims, coded)) for _ in range(count)))
+
+
+_CODES = st.integers(0, 2**CODE_BITS - 1)
+
+
+@functools.cache
+def further_counts(max_size: int) -> SearchStrategy[int]:
+    """How many further value sets a batch of at most ``max_size`` gets: 0 to
+    ``max_size - 1``, uniform (``sampled_from`` draws uniformly, where ``integers``
+    favours small values), shrinking to 0."""
+    return st.sampled_from(range(max_size))
 
 
 @st.composite
 def _revalued(draw: DrawFn, case: Case, magnitudes: SearchStrategy[Magnitude]) -> Case:
-    """``case`` with every tensor drawn again, in the order :func:`_cases` draws them."""
+    """``case`` with every tensor drawn again, in the order :func:`_cases` draws them: each
+    tensor its class from ``magnitudes``, then its values (:func:`_recoded` is the cheap
+    form for the default magnitudes)."""
     if not case.topology.has_conv:
         data = _draw_tensor(draw, magnitudes, case.dtype, case.data.shape, allow_negative=True)
         (block,) = case.blocks
@@ -713,4 +816,38 @@ def _revalued(draw: DrawFn, case: Case, magnitudes: SearchStrategy[Magnitude]) -
     residual = case.residual
     if residual is not None:
         residual = _draw_tensor(draw, magnitudes, residual.dtype, residual.shape, allow_negative=True)
+    return replace(case, data=data, blocks=tuple(blocks), residual=residual)
+
+
+def _recoded(draw: DrawFn, case: Case) -> Case:
+    """:func:`_revalued` with one code per tensor, in the same order."""
+
+    def tensor(like: Tensor, *, allow_negative: bool = True, constant: bool = False) -> Tensor:
+        values = code_array(
+            draw(_CODES), dtype=like.dtype, shape=like.shape, allow_negative=allow_negative, constant=constant
+        )
+        return Tensor.from_numpy(values, like.dtype)
+
+    def bn_values(block: Block) -> _BnValues:
+        gamma, beta, mean = (tensor(t) for t in (block.gamma, block.beta, block.mean))
+        return _BnValues(gamma=gamma, beta=beta, mean=mean, var=tensor(block.var, allow_negative=False))
+
+    if not case.topology.has_conv:
+        data = tensor(case.data)
+        (block,) = case.blocks
+        return replace(case, data=data, blocks=(replace(block, **bn_values(block)),))
+    weight_code = draw(_CODES)
+    data = tensor(case.data, constant=code_class(weight_code) is Magnitude.CANCELLING)
+    blocks = []
+    for i, block in enumerate(case.blocks):
+        assert block.conv is not None and block.weight is not None
+        code = weight_code if i == 0 else draw(_CODES)
+        dims = dict(zip(block.conv.kernel_layout, block.weight.shape, strict=True))
+        oihw = code_array(code, dtype=block.weight.dtype, shape=tuple(dims[d] for d in "OIHW"))
+        permutation = ["OIHW".index(d) for d in block.conv.kernel_layout]
+        weight = Tensor.from_numpy(np.transpose(oihw, permutation), block.weight.dtype)
+        values = bn_values(block)
+        bias = block.bias and tensor(block.bias)
+        blocks.append(replace(block, weight=weight, bias=bias, **values))
+    residual = case.residual and tensor(case.residual)
     return replace(case, data=data, blocks=tuple(blocks), residual=residual)

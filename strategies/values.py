@@ -11,10 +11,10 @@ past it) and nothing is filtered. Only the ``ORDINARY`` class draws a
 ``floats()`` value ``x`` and uses ``1 + x``, rounded into the dtype by
 :meth:`fuzz.case.Tensor.from_numpy`, which cannot overflow inside [-10, 10].
 
-A tensor is a *fill* value plus a sparse dictionary of ``index -> value``
-overrides (the layout ``hypothesis.extra.numpy.arrays`` uses for large arrays):
-it shrinks to "every element 1.0", and a large tensor costs a few draws rather
-than one per element.
+A tensor is a *fill* value plus, if it is drawn *varied*, up to
+:data:`MAX_OVERRIDES` ``index -> value`` overrides (the layout
+``hypothesis.extra.numpy.arrays`` uses for large arrays): it shrinks to "every
+element 1.0", and a tensor costs a few choices rather than one per element.
 """
 
 from __future__ import annotations
@@ -151,11 +151,16 @@ def scalars(dtype: str, magnitude: Magnitude, allow_negative: bool) -> SearchStr
     return _signed(_binades(dtype, *exponent_range(dtype, magnitude)), allow_negative)
 
 
+#: Elements of a tensor that may differ from its fill value (a "varied" tensor).
+MAX_OVERRIDES = 3
+
+
 @functools.cache
 def _overrides(
     dtype: str, magnitude: Magnitude, allow_negative: bool, size: int
-) -> SearchStrategy[dict[int, float]]:
-    return st.dictionaries(st.integers(0, size - 1), scalars(dtype, magnitude, allow_negative), max_size=size)
+) -> SearchStrategy[list[tuple[int, float]]]:
+    element = st.tuples(st.integers(0, size - 1), scalars(dtype, magnitude, allow_negative))
+    return st.lists(element, min_size=1, max_size=min(size, MAX_OVERRIDES))
 
 
 def draw_array(
@@ -169,7 +174,9 @@ def draw_array(
 ) -> np.ndarray[Any, Any]:
     """Values of one class as a float64 array, each exactly representable in ``dtype``.
 
-    ``constant`` draws the fill value only: every element equal (CANCELLING included).
+    A fill value, then (for a tensor of more than one element, drawn False first) whether
+    the tensor is *varied*: then one to :data:`MAX_OVERRIDES` elements get values of their
+    own. ``constant`` draws the fill value only: every element equal (CANCELLING included).
     """
     size = math.prod(shape)
     fill = draw(scalars(dtype, magnitude, allow_negative))
@@ -177,10 +184,99 @@ def draw_array(
     if magnitude is Magnitude.CANCELLING:
         if allow_negative and not constant:
             values[1::2] = -fill
-    elif size > 1 and not constant:
-        for index, value in draw(_overrides(dtype, magnitude, allow_negative, size)).items():
+    elif size > 1 and not constant and draw(st.booleans()):
+        for index, value in draw(_overrides(dtype, magnitude, allow_negative, size)):
             values[index] = value
     # Round into the dtype (only ORDINARY values, 1 + x, can change) and back, exactly.
+    return Tensor.from_numpy(values.reshape(shape), dtype).float64()
+
+
+#: How a tensor's code picks its class: ORDINARY half the time, each other class 1 in 16
+#: (HUGE_SQRT and HUGE twice that, since overflow needs them), like ``mostly_first``.
+CODE_CLASSES: tuple[Magnitude, ...] = (
+    *(Magnitude.ORDINARY,) * 8,
+    Magnitude.ZERO,
+    Magnitude.CANCELLING,
+    Magnitude.TINY,
+    Magnitude.SUBNORMAL,
+    Magnitude.HUGE_SQRT,
+    Magnitude.HUGE_SQRT,
+    Magnitude.HUGE,
+    Magnitude.HUGE,
+)
+#: A tensor code is an integer in ``[0, 2**CODE_BITS)``.
+CODE_BITS = 24
+
+
+def code_class(code: int) -> Magnitude:
+    """The class a tensor code gives (code 0: ORDINARY)."""
+    return CODE_CLASSES[code % len(CODE_CLASSES)]
+
+
+def _code_scalars(
+    rng: np.random.Generator, dtype: str, magnitude: Magnitude, allow_negative: bool, count: int
+) -> np.ndarray[Any, Any]:
+    """``count`` values of ``magnitude``, exact in ``dtype``, from ``rng``."""
+    f = FORMATS[dtype]
+    signs = np.where(rng.random(count) < 0.5, -1.0, 1.0) if allow_negative else np.ones(count)
+    if magnitude is Magnitude.ORDINARY:
+        # quarters in [-10, 10]: exact in every dtype (bfloat16 holds 8 significant bits)
+        low = -ORDINARY_BOUND if allow_negative else 0.0
+        return np.round(rng.uniform(low, ORDINARY_BOUND, count) * 4) / 4
+    if magnitude is Magnitude.ZERO:
+        return signs * 0.0
+    if magnitude is Magnitude.SUBNORMAL:
+        p = f.fraction_bits
+        return signs * np.ldexp(rng.integers(1, 2**p, count).astype(np.float64), f.min_exponent - p)
+    low, high = exponent_range(dtype, magnitude)
+    fraction = rng.integers(0, 2**f.fraction_bits, count).astype(np.float64)
+    exponent = rng.integers(low, high + 1, count)
+    return signs * np.ldexp(1.0 + np.ldexp(fraction, -f.fraction_bits), exponent)
+
+
+def _simplest(dtype: str, magnitude: Magnitude) -> float:
+    """The simplest value of a class: 1.0, 0.0, the smallest normal or subnormal number,
+    or the bottom of the class's binades."""
+    f = FORMATS[dtype]
+    if magnitude is Magnitude.ORDINARY:
+        return 1.0
+    if magnitude is Magnitude.ZERO:
+        return 0.0
+    if magnitude is Magnitude.SUBNORMAL:
+        return math.ldexp(1.0, f.min_exponent - f.fraction_bits)
+    return math.ldexp(1.0, exponent_range(dtype, magnitude)[0])
+
+
+def code_array(
+    code: int, *, dtype: str, shape: tuple[int, ...], allow_negative: bool = True, constant: bool = False
+) -> np.ndarray[Any, Any]:
+    """A tensor's values from one integer code: what :func:`draw_array` draws with many
+    choices, made from one. The code's low bits pick the class (:func:`code_class`), the
+    rest seed the values: 0 gives the class's simplest tensor (ORDINARY: every element
+    1.0), anything else a fill value and, a quarter of the time, up to
+    :data:`MAX_OVERRIDES` elements of their own. ``constant``: every element equal.
+    Deterministic: the same code gives the same values.
+    """
+    magnitude = code_class(code)
+    size = math.prod(shape)
+    seed = code // len(CODE_CLASSES)
+    if magnitude is Magnitude.CANCELLING:
+        base = code_class(seed) if code_class(seed) is Magnitude.HUGE_SQRT else Magnitude.ORDINARY
+    else:
+        base = magnitude
+    if seed == 0:
+        values = np.full(size, _simplest(dtype, base))
+        rng = None
+    else:
+        rng = np.random.default_rng(seed)
+        values = np.full(size, _code_scalars(rng, dtype, base, allow_negative, 1)[0])
+    if magnitude is Magnitude.CANCELLING:
+        if allow_negative and not constant:
+            values[1::2] = -values[1::2]
+    elif rng is not None and size > 1 and not constant and rng.random() < 0.25:
+        count = int(rng.integers(1, min(size, MAX_OVERRIDES) + 1))
+        chosen = rng.choice(size, count, replace=False)
+        values[chosen] = _code_scalars(rng, dtype, base, allow_negative, count)
     return Tensor.from_numpy(values.reshape(shape), dtype).float64()
 
 

@@ -12,7 +12,14 @@ from cases import make_case
 from hypothesis import given, settings
 
 import strategies
-from fuzz.build import ModuleError, build_module, lift_constants, runtime_inputs, unfolded_program
+from fuzz.build import (
+    ModuleError,
+    bound_module,
+    build_module,
+    lift_constants,
+    runtime_inputs,
+    unfolded_program,
+)
 from fuzz.case import Case, Epilogue, Form, Importer, Tensor, Topology
 from fuzz.compat import structural_equal
 from fuzz.compile_cache import CompileCache
@@ -30,7 +37,9 @@ EXTREME = [
 ]
 
 
-def bits(outputs: Outputs | Failure) -> Any:
+def bits(outputs: Outputs | Failure | None) -> Any:
+    if outputs is None:  # not built: the pass raised
+        return None
     if isinstance(outputs, Failure):
         return (outputs.stage, outputs.error_type)
     return (outputs.dtypes, outputs.shapes, [v.tobytes() for v in outputs.values])
@@ -168,3 +177,14 @@ def test_disk_entries_are_reused_and_bad_ones_rebuilt(tmp_path: Path) -> None:
     distrustful = CompileCache(directory=tmp_path)
     assert_same(expected, execute(case, make_pass, distrustful.run))
     assert distrustful.stats.rebuilt == 2 and distrustful.stats.builds == 2
+
+
+@pytest.mark.parametrize("index", range(len(FORMS)))
+def test_a_bound_module_is_the_built_module(index: int) -> None:
+    case = FORMS[index]
+    assert structural_equal(bound_module(case), build_module(case))
+    block = case.blocks[0]
+    gamma = Tensor.from_numpy(block.gamma.float64() * 3, block.gamma.dtype)
+    revalued = replace(case, blocks=(replace(block, gamma=gamma), *case.blocks[1:]))
+    assert structural_equal(bound_module(revalued), build_module(revalued))
+    assert not structural_equal(bound_module(revalued), build_module(case))  # the values count

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fuzz.corpus import Entry, dumps_entry, load_entry, replay
@@ -13,6 +14,7 @@ from fuzz.decline import Reason, block_reasons
 from fuzz.declines import DECLINED
 from fuzz.minimize import found, minimality
 from fuzz.passes import resolve_pass
+from fuzz.reference import conv2d_nchw, reference
 from fuzz.signature import classify
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
@@ -116,3 +118,39 @@ def test_a_decline_entry_fails_on_a_pass_that_folds_it_anyway() -> None:
     # upstream folds training-mode batch_norm: the training entry fails on it
     entry = load_entry(CORPUS / "declines" / "declined_reason=training_.json")
     assert replay(entry, "upstream").status == "fails"
+
+
+#: Findings against seeded-defect variants of the fixed pass (``bnfuzz run --pass
+#: mutant:NAME``, :mod:`fuzz.mutants`), kept for the mechanism each shows.
+MUTANT_ENTRIES = sorted((CORPUS / "mutants").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", MUTANT_ENTRIES, ids=[p.stem for p in MUTANT_ENTRIES])
+def test_mutant_entry_fails_on_its_mutant_and_passes_on_fixed(path: Path) -> None:
+    entry = load_entry(path)
+    mutants = [name for name in entry.expect if name.startswith("mutant:")]
+    assert mutants and all(entry.expect[m] == "fails" for m in mutants)
+    assert entry.expect["fixed"] == "passes"
+    for name in entry.expect:
+        result = replay(entry, name)
+        assert result.as_expected, f"{path.name} on {name}: {result.status}, expected {result.expected}"
+    assert dumps_entry(entry) == path.read_text()
+
+
+def test_the_accumulation_entry_overflows_inside_the_conv_with_finite_folded_weights() -> None:
+    """TVM #20584's mechanism, found against a fold that guards only its weights: every
+    folded weight is finite, the unfolded result is finite, yet the products x * W * s the
+    folded conv sums pass the float32 maximum."""
+    entry = load_entry(CORPUS / "mutants" / "finite-to-nonfinite.json")
+    assert entry.symptom == "finite-to-nonfinite" and entry.expect["mutant:weights_guard_only"] == "fails"
+    case = entry.case
+    (block,) = case.blocks
+    assert block.conv is not None and block.weight is not None and case.dtype == "float32"
+    assert (block.conv.data_layout, block.conv.kernel_layout) == ("NCHW", "OIHW")
+    s = block.gamma.float64() / np.sqrt(block.var.float64() + block.bn.epsilon)
+    folded = block.weight.float64() * s[:, None, None, None]
+    f32_max = float(np.finfo(np.float32).max)
+    assert np.all(np.abs(folded) <= f32_max), "the folded weights are finite in float32"
+    assert np.all(np.isfinite(reference(case).outputs[0].value)), "the unfolded result is finite"
+    sums = conv2d_nchw(np.abs(case.data.float64()), np.abs(folded), block.conv)
+    assert sums.max() > f32_max, "the folded conv's products pass the float32 maximum"

@@ -19,8 +19,8 @@ from cases import PUBLIC_NAN_REPORT, make_case
 from tvm import relax
 
 from fuzz.build import build_module, runtime_inputs
-from fuzz.campaign import check
 from fuzz.case import Case, Epilogue, Form, Importer, Topology
+from fuzz.check import check
 from fuzz.compat import assert_well_formed, constant_value, structural_equal
 from fuzz.execute import Outputs, compile_and_run, count_batch_norms
 from fuzz.fold_batchnorm import FoldBatchnormToConv2D

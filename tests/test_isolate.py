@@ -10,7 +10,8 @@ from cases import make_case
 from hypothesis import strategies as st
 
 import strategies
-from fuzz.campaign import check, run_campaign
+from fuzz.campaign import run_campaign
+from fuzz.check import check
 from fuzz.cli import main
 from fuzz.corpus import load_entry
 from fuzz.isolate import IsolatedChecker
@@ -67,7 +68,7 @@ def test_a_campaign_survives_a_segfaulting_pass_and_keeps_every_finding() -> Non
 def test_the_cli_writes_crash_findings_and_promote_replays_them_isolated(tmp_path: Path) -> None:
     out = tmp_path / "findings"
     code = main(
-        ["run", "--pass", CRASHING, "--isolate", "--timeout", "5", "--max-examples", "20",
+        ["run", "--pass", CRASHING, "--isolate", "--timeout", "5", "--max-examples", "40",
          "--shrink-seconds", "20", "--out", str(out)]
     )  # fmt: skip
     assert code == 1

@@ -11,12 +11,25 @@ import numpy as np
 import pytest
 from cases import PUBLIC_NAN_REPORT, make_case
 
-from fuzz.case import Tensor, case_to_json
+from fuzz.case import Epilogue, Tensor, Topology, case_to_json
 from fuzz.cli import main
 from fuzz.corpus import load_entry
-from fuzz.minimize import _one_in_channel, _one_out_channel, _ungrouped, found, minimality, simplify
+from fuzz.minimize import (
+    _as_conv_bn,
+    _as_nchw,
+    _as_oihw,
+    _one_in_channel,
+    _one_out_channel,
+    _ungrouped,
+    found,
+    minimality,
+    simplifications,
+    simplify,
+    with_defaults_except,
+)
 from fuzz.passes import resolve_pass
 from fuzz.reference import reference
+from fuzz.signature import DEFAULTS, classify
 
 ROOT = Path(__file__).resolve().parent.parent
 UPSTREAM = resolve_pass("upstream")
@@ -89,6 +102,66 @@ def test_ungrouped_computes_the_same(layout: str) -> None:
     plain = _ungrouped(case)
     assert plain.blocks[0].conv.groups == 1  # type: ignore[union-attr]
     np.testing.assert_array_equal(reference(plain).outputs[0].value, reference(case).outputs[0].value)
+
+
+@pytest.mark.parametrize("axis", [3, 2, -3])
+@pytest.mark.parametrize("kernel_layout", ["HWIO", "OHWI", "IOHW"])
+def test_layout_changes_compute_the_same_transposed(axis: int, kernel_layout: str) -> None:
+    case = make_case(c_in=2, c_out=3, data_layout="NHWC", kernel_layout=kernel_layout, axis=axis)
+    case = replace(case, blocks=(replace(case.blocks[0], bias=case.blocks[0].gamma),))
+    plain = _as_oihw(_as_nchw(case))
+    conv = plain.blocks[0].conv
+    assert conv is not None and (conv.data_layout, conv.kernel_layout) == ("NCHW", "OIHW")
+    full = reference(case).outputs[0].value
+    np.testing.assert_array_equal(reference(plain).outputs[0].value, np.transpose(full, (0, 3, 1, 2)))
+
+
+@pytest.mark.parametrize(
+    "topology", [Topology.CONV_SHARED, Topology.BN_STATS, Topology.STATS_CONSUMED, Topology.CHAIN]
+)
+def test_conv_bn_keeps_the_first_block(topology: Topology) -> None:
+    case = make_case(topology=topology, c_in=3, c_out=3)
+    plain = _as_conv_bn(case)
+    assert plain.topology is Topology.CONV_BN and plain.blocks == case.blocks[:1]
+    described = [d for d, _ in simplifications(case, values=False)]
+    assert any(d.startswith(f"topology={topology.value} -> conv-bn") for d in described)
+
+
+def test_with_defaults_except_resets_every_other_attribute_at_once() -> None:
+    case = make_case(
+        c_in=2,
+        c_out=2,
+        groups=2,
+        scale=False,
+        center=False,
+        bias=True,
+        data_layout="NHWC",
+        kernel_layout="HWIO",
+    )
+    simpler = with_defaults_except(case, {"scale"})
+    attrs = {k: v for k, v in classify(simpler).items() if v != DEFAULTS[k]}
+    assert attrs == {"scale": "False"}
+    # values untouched (the data only transposed to NCHW)
+    assert sorted(simpler.data.values) == sorted(case.data.values)
+    assert simpler.blocks[0].gamma == case.blocks[0].gamma
+    assert with_defaults_except(case, set(classify(case))) == case
+
+
+def test_a_window_change_that_empties_the_conv_output_is_invalid() -> None:
+    case = make_case(height=2, width=2, kh=3, kw=3, padding=(1, 1, 1, 1), training=True)
+    unpadded = dict(simplifications(case, values=False))["padding=[1, 1, 1, 1] -> [0, 0, 0, 0]"]
+    with pytest.raises(ValueError, match="output would be empty"):
+        unpadded(case)
+
+
+def test_a_residual_that_cannot_be_cut_makes_the_change_invalid() -> None:
+    # the chain's second 3x3 conv makes its output (and the residual) smaller than the first's
+    case = make_case(topology=Topology.CHAIN, c_in=2, c_out=2, epilogue=Epilogue.ADD)
+    topology = dict(simplifications(case, values=False))[
+        "topology=conv-bn-relu-conv-bn -> conv-bn (the first block)"
+    ]
+    with pytest.raises(ValueError, match="cannot be cut"):
+        topology(case)
 
 
 @pytest.mark.parametrize("layout", [("NCHW", "OIHW"), ("NHWC", "HWIO"), ("NCHW", "IOHW")])

@@ -86,6 +86,18 @@ def test_failures_of_the_folded_program(stage: Stage, symptom: Symptom) -> None:
     assert symptoms(CASE, execution(CASE)) == []
 
 
+@pytest.mark.parametrize(
+    ("stage", "symptom"), [(Stage.PASS, Symptom.PASS_EXCEPTION), (Stage.WELL_FORMED, Symptom.ILL_FORMED)]
+)
+def test_a_pass_failure_stands_where_the_unfolded_program_fails_or_was_not_run(
+    stage: Stage, symptom: Symptom
+) -> None:
+    raised = Failure(stage, "TypeError", "boom")
+    for baseline in (Failure(Stage.BUILD, "TVMError", "no"), None):
+        ex = replace(execution(CASE, raised, changed=False, op_counts=None), baseline=baseline)
+        assert symptoms(CASE, ex) == [symptom]
+
+
 def test_baseline_failure_is_skipped_not_blamed_on_the_pass() -> None:
     ex = replace(execution(CASE), baseline=Failure(Stage.BUILD, "TVMError", "no"))
     verdict = judge(CASE, ex, reference(CASE))
@@ -121,6 +133,14 @@ def test_foldable_graph_may_change() -> None:
     assert Symptom.MUST_NOT_FOLD not in symptoms(CASE, execution(CASE, changed=True))
 
 
+def test_a_module_not_run_is_judged_from_its_ir_alone() -> None:
+    # nothing built or run (the pass changed nothing): no numbers, but missed-fold stands
+    ex = replace(execution(CASE, changed=False), baseline=None, folded=None)
+    assert judge(CASE, ex, reference(CASE)).findings == ()
+    missed = judge(CASE, ex, reference(CASE), must_fold=True)
+    assert [f.symptom for f in missed.findings] == [Symptom.MISSED_FOLD]
+
+
 def test_signature_change() -> None:
     base = rounded_reference(CASE)
     wrong_shape = outputs_of([np.zeros((1, 3, 2, 1))])
@@ -151,6 +171,16 @@ def test_nonfinite_where_the_unfolded_program_is_not_robust_is_no_finding() -> N
     assert not ref.outputs[0].robust.any()
     nan = outputs_of([np.full(ref.outputs[0].value.shape, np.nan)])
     assert symptoms(case, execution(case, nan)) == []
+
+
+def test_nonfinite_where_the_unfolded_program_is_nonfinite_too_blames_the_lowering() -> None:
+    # the reference calls the element robust, but TVM's unfolded program gives inf there:
+    # the fold did not turn a finite output into inf; the lowering missed its bound
+    inf = outputs_of([np.full((1, 1, 1, 1), np.inf)])
+    ex = replace(execution(OVERFLOW, inf), baseline=inf)
+    verdict = judge(OVERFLOW, ex, reference(OVERFLOW))
+    assert verdict.findings == ()
+    assert [f.symptom for f in verdict.lowering] == [Symptom.BASELINE_OUT_OF_TOLERANCE]
 
 
 def test_out_of_tolerance() -> None:
@@ -296,3 +326,13 @@ def test_missed_fold_is_judged_where_the_unfolded_program_fails() -> None:
     ex = replace(execution(CASE, changed=False), baseline=Failure(Stage.BUILD, "TVMError", "no"))
     verdict = judge(CASE, ex, reference(CASE), must_fold=True)
     assert [f.symptom for f in verdict.findings] == [Symptom.MISSED_FOLD] and verdict.skipped
+
+
+def test_must_not_fold_is_judged_where_the_unfolded_program_fails() -> None:
+    # training mode with a negative axis does not lower in TVM: the fold is still wrong
+    training = make_case(training=True, axis=-3)
+    failed = Failure(Stage.BUILD, "ValueError", "list.remove(x): x not in list")
+    verdict = judge(training, replace(execution(training), baseline=failed), reference(training))
+    assert [f.symptom for f in verdict.findings] == [Symptom.MUST_NOT_FOLD] and verdict.skipped
+    left_alone = replace(execution(training, changed=False), baseline=failed)
+    assert judge(training, left_alone, reference(training)).findings == ()

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 import strategies
-from fuzz.campaign import check
 from fuzz.case import case_to_json
+from fuzz.check import check
 from fuzz.cli import main
 from fuzz.compile_cache import CompileCache
 from fuzz.corpus import load_entry

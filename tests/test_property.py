@@ -16,8 +16,8 @@ from correct_fold import CorrectFold
 from hypothesis import Phase, event, given, settings
 
 import strategies
-from fuzz.campaign import check
 from fuzz.case import Case, dumps
+from fuzz.check import check
 from fuzz.compile_cache import CompileCache
 from fuzz.oracle import Symptom
 from fuzz.passes import PassFactory, resolve_pass
@@ -49,7 +49,7 @@ def assert_no_finding(case: Case, make_pass: PassFactory, name: str) -> None:
         pytest.fail(
             f"pass {name!r}: {found[0].symptom.value} at {found[0].stage}: {found[0].message}\n"
             f"To reproduce: save the case below as case.json and run, from the repository root,\n"
-            f'  python -c "from fuzz.case import loads; from fuzz.campaign import check; '
+            f'  python -c "from fuzz.case import loads; from fuzz.check import check; '
             f"from fuzz.passes import resolve_pass; "
             f"print(check(loads(open('case.json').read()), resolve_pass('{name}')).verdict)\"\n" + dumps(case)
         )

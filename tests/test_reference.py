@@ -167,6 +167,17 @@ def test_overflowing_unfolded_program_is_not_robust() -> None:
     assert not reference(case).outputs[0].robust.any()
 
 
+#: q * gamma = -3.9e38 passes float32's maximum before beta = 3.1e38 brings the sum back
+#: to -8e37: TVM's batch_norm gives -inf (once a false finite-to-nonfinite against fixed).
+GAMMA_PAST_MAX = {"x": -2.0, "weight": 2.0**65, "gamma": 4.25e37, "beta": 3.1e38, "mean": 1.0, "var": 6.4e37}
+
+
+def test_gamma_times_normalised_data_past_the_maximum_is_not_robust() -> None:
+    out = reference(make_case(**one_by_one(values=GAMMA_PAST_MAX))).outputs[0]  # type: ignore[arg-type]
+    assert -3.4e38 < float(out.value.ravel()[0]) < 0  # the output itself is finite
+    assert not out.robust.any()
+
+
 def test_division_by_zero_is_not_judged() -> None:
     case = make_case(**one_by_one(epsilon=0.0, values={"var": 0.0}))  # type: ignore[arg-type]
     out = reference(case).outputs[0]

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.campaign import Checked, check, example_database, run_campaign
+from fuzz.campaign import example_database, run_campaign
 from fuzz.case import Case
+from fuzz.check import Checked, check
 from fuzz.cli import main
 from fuzz.compile_cache import CompileCache
 from fuzz.passes import resolve_pass
@@ -47,8 +48,7 @@ def shares_failures(where: str) -> None:
     found, _ = campaign(example_database(where), seed=0, max_examples=60)
     assert found
     # Another campaign, another seed, ten value sets: among them are cases the first campaign
-    # found and saved, replayed from the database (after the examples Hypothesis keeps for
-    # target()) before anything is generated.
+    # found and saved, replayed from the database before anything is generated.
     _, checked = campaign(example_database(where), seed=7, max_examples=10)
     assert any(case in found for case in checked)
 

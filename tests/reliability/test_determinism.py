@@ -26,6 +26,8 @@ for path in sorted(Path("corpus").glob("*.json")) + sorted(Path("corpus/pipeline
         if isinstance(result, Outputs):
             for value in result.values:
                 digest.update(value.tobytes())
+        elif result is None:  # not built: the pass raised, or its module is ill-formed
+            digest.update(b"none")
         else:
             digest.update(repr((result.stage, result.error_type)).encode())
     # A crash's message holds timing and addresses; its symptom and signal are what must agree.
@@ -57,7 +59,8 @@ def test_every_entry_replays_bit_identically_in_three_fresh_processes() -> None:
 #: generation and shrinking), with its verdict; then the signatures it reports.
 CAMPAIGN = """
 import hashlib
-from fuzz.campaign import check, run_campaign
+from fuzz.campaign import run_campaign
+from fuzz.check import check
 from fuzz.case import dumps
 from fuzz.compile_cache import CompileCache
 from fuzz.passes import resolve_pass
