@@ -8,3 +8,5 @@ semantics and error bound) -> ``oracle`` (typed verdict) -> ``signature`` (what
 makes two findings one bug) -> ``campaign`` (Hypothesis rounds, shrinking) ->
 ``cli`` (``bnfuzz``). Case generation lives in the sibling package ``strategies``.
 """
+
+__all__: list[str] = []

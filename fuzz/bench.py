@@ -39,6 +39,15 @@ from fuzz.execute import Runner
 from fuzz.passes import PassFactory
 from fuzz.pipeline import Pipeline
 
+__all__ = [
+    "GROWTH",
+    "collect_pipeline_cases",
+    "collect_value_sets",
+    "layer_case",
+    "run_bench",
+    "run_isolation_bench",
+]
+
 T = TypeVar("T")
 
 #: (channels, spatial) of the growth table: channels in and out, height = width.

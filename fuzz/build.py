@@ -41,6 +41,7 @@ from fuzz.compat import (
     type_of,
     var_name,
 )
+from fuzz.errors import BnfuzzError
 from fuzz.onnx_graph import onnx_model
 from fuzz.program import Binding, Function, named_tensors, program
 from fuzz.program import parameter_names as program_parameters
@@ -70,7 +71,7 @@ FUNCTION_NAME = "main"
 DATA_NAME = "x"
 
 
-class ModuleError(ValueError):
+class ModuleError(BnfuzzError, ValueError):
     """TVM rejected the module a case describes, while constructing it (no pass involved).
 
     The case is invalid for TVM (for example batch_norm operands whose dtype differs

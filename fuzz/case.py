@@ -24,6 +24,39 @@ from typing import Any, TypeVar
 import ml_dtypes
 import numpy as np
 
+from fuzz.errors import BnfuzzError
+
+__all__ = [
+    "DATA_LAYOUTS",
+    "DTYPES",
+    "EPILOGUE_TOPOLOGIES",
+    "KERNEL_LAYOUTS",
+    "ONNX_DTYPES",
+    "ONNX_TOPOLOGIES",
+    "OPERANDS",
+    "READABLE_SCHEMAS",
+    "SCHEMA_VERSION",
+    "BatchNormAttrs",
+    "Block",
+    "Case",
+    "CaseError",
+    "Conv2dAttrs",
+    "Epilogue",
+    "Form",
+    "Importer",
+    "Tensor",
+    "Topology",
+    "case_from_json",
+    "case_to_json",
+    "conv_output_shape",
+    "dumps",
+    "kernel_shape",
+    "kernel_to_oihw",
+    "loads",
+    "np_dtype",
+    "same_bits",
+]
+
 #: Version 2 added the conv bias, the epilogue, the residual and the form; version 1
 #: files (none of these) still read, with every new field at its default.
 SCHEMA_VERSION = 2
@@ -41,12 +74,13 @@ OPERANDS: tuple[str, ...] = ("weight", "bias", "gamma", "beta", "mean", "var")
 ONNX_DTYPES: tuple[str, ...] = ("float32", "float16", "float64")
 
 
-class CaseError(ValueError):
+class CaseError(BnfuzzError, ValueError):
     """A case (or its JSON form) is malformed. ``field`` names the offending field."""
 
+    field: str
+
     def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
+        super().__init__(message, field=field)
 
 
 class Topology(str, enum.Enum):
@@ -422,7 +456,7 @@ def _tensor_from_json(obj: Any, where: str) -> Tensor:
     try:
         return Tensor(_get(data, "dtype", str, where), tuple(shape), floats)
     except CaseError as exc:
-        raise CaseError(f"{where}.{exc.field}", str(exc).split(": ", 1)[1]) from None
+        raise CaseError(f"{where}.{exc.field}", exc.detail) from None
 
 
 def _mapping(obj: Any, where: str) -> Mapping[str, Any]:
@@ -515,7 +549,7 @@ def _within(where: str) -> Iterator[None]:
     except CaseError as exc:
         if exc.field.startswith("case."):
             raise
-        raise CaseError(f"{where}.{exc.field}", str(exc).split(": ", 1)[1]) from None
+        raise CaseError(f"{where}.{exc.field}", exc.detail) from None
 
 
 def case_from_json(obj: Any) -> Case:

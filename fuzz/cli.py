@@ -31,7 +31,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+from fuzz.errors import EXIT_ERROR, BnfuzzError
+
+__all__ = [
+    "EXITS_WITH_SUMMARY",
+    "EXIT_CLEAN",
+    "EXIT_FINDINGS",
+    "EXIT_INTERRUPTED",
+    "EXIT_USAGE",
+    "SUPPORTED_TVM",
+    "UsageError",
+    "main",
+]
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, EXIT_ERROR
 #: Ctrl-C: the campaign stopped early; what it found is written and summarised.
 EXIT_INTERRUPTED = 130
 #: A worker's exit codes that come with a JSON summary on its stdout (2: only when the
@@ -39,7 +52,7 @@ EXIT_INTERRUPTED = 130
 EXITS_WITH_SUMMARY = (EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERRUPTED)
 
 
-class UsageError(Exception):
+class UsageError(BnfuzzError):
     """Bad command-line input: reported in one line, exit 2."""
 
 
@@ -1278,9 +1291,9 @@ def main(argv: list[str] | None = None) -> int:
             return _file_issues(args)
         if args.command == "declines":
             return _declines(args)
-    except UsageError as exc:
+    except BnfuzzError as exc:  # bad input or environment (UsageError among them): one line
         print(f"bnfuzz: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_ERROR
     parser.error(f"unknown command {args.command!r}")
     return EXIT_USAGE
 

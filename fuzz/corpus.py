@@ -31,6 +31,7 @@ import hypothesis
 from fuzz.case import Case, CaseError, case_from_json, case_to_json
 from fuzz.check import Checked, check
 from fuzz.compat import tvm_version
+from fuzz.errors import BnfuzzError
 from fuzz.minimize import simplify
 from fuzz.oracle import Symptom
 from fuzz.passes import resolve_pass
@@ -56,13 +57,14 @@ ISOLATED_TIMEOUT = 120.0
 EXPECTATIONS = ("fails", "passes")
 
 
-class EntryError(ValueError):
+class EntryError(BnfuzzError, ValueError):
     """A corpus file that cannot be read: names the file and the field."""
 
+    field: str
+
     def __init__(self, path: Path | str, field: str, message: str) -> None:
-        super().__init__(f"{path}: {field}: {message}")
+        super().__init__(message, field=field, where=str(path))
         self.path = Path(path)
-        self.field = field
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,7 @@ def load_entry(path: Path | str) -> Entry:
     try:
         case = case_from_json(obj.get("case"))
     except CaseError as exc:
-        raise EntryError(path, exc.field, str(exc).split(": ", 1)[-1]) from None
+        raise EntryError(path, exc.field, exc.detail) from None
     expect = _field(obj, "expect", dict, path)
     for name, status in expect.items():
         if status not in EXPECTATIONS:

@@ -30,6 +30,7 @@ from fuzz.check import check
 from fuzz.compat import tvm_version
 from fuzz.corpus import Entry
 from fuzz.decline import Reason, block_reasons
+from fuzz.errors import BnfuzzError
 from fuzz.execute import count_batch_norms
 from fuzz.passes import PassFactory, resolve_pass
 
@@ -41,7 +42,7 @@ DECLINED = "declined"
 MAX_EXAMPLES = 5000
 
 
-class DeclineNotFound(LookupError):
+class DeclineNotFound(BnfuzzError, LookupError):
     """No case with that reason alone that the pass leaves alone was found."""
 
 

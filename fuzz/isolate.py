@@ -31,6 +31,7 @@ from typing import Any
 
 from fuzz.case import Case
 from fuzz.check import Checked, check
+from fuzz.errors import BnfuzzError
 from fuzz.execute import Execution, Failure, Stage
 from fuzz.oracle import Finding, Symptom, Verdict
 from fuzz.pipeline import Pipeline
@@ -42,7 +43,7 @@ __all__ = ["IsolatedChecker", "WorkerError"]
 START_TIMEOUT = 300.0
 
 
-class WorkerError(RuntimeError):
+class WorkerError(BnfuzzError, RuntimeError):
     """The worker could not start, or raised for a reason of our own (a bug, not a finding)."""
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fuzz.corpus import Entry
+from fuzz.errors import BnfuzzError
 
 __all__ = ["GitHub", "GitHubError", "Planned", "file_issues", "marker"]
 
@@ -33,7 +34,7 @@ def marker(signature: str) -> str:
     return f"<!-- bnfold-fuzz signature: {signature} -->"
 
 
-class GitHubError(RuntimeError):
+class GitHubError(BnfuzzError, RuntimeError):
     """The API refused or could not be reached: says which request and why."""
 
 

@@ -47,6 +47,8 @@ from fuzz.decline import Decline, block_reasons
 from fuzz.execute import Execution, Failure, Outputs, Stage
 from fuzz.reference import Expected, Reference
 
+__all__ = ["Finding", "Symptom", "Verdict", "judge", "missed_fold", "must_not_fold_reasons"]
+
 
 class Symptom(str, enum.Enum):
     #: the worker process running the case died (a native crash: segfault, abort)

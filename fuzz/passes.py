@@ -36,6 +36,8 @@ from typing import Any
 import tvm
 from tvm import relax
 
+from fuzz.errors import BnfuzzError
+
 __all__ = [
     "BUILTIN_PASSES",
     "COMPLETE_FOLDS",
@@ -88,7 +90,7 @@ def claims_complete_fold(make_pass: PassFactory) -> bool:
     return isinstance(make_pass, ResolvedPass) and make_pass.complete_fold
 
 
-class UnknownPass(ValueError):
+class UnknownPass(BnfuzzError, ValueError):
     """A pass name that does not resolve to a pass factory."""
 
 

@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from fuzz.errors import BnfuzzError
+
 if TYPE_CHECKING:
     from fuzz.passes import PassFactory
 
@@ -72,7 +74,7 @@ def _neighbour(name: str) -> Any:
     return eval(NEIGHBOURS[name], {"relax": relax})
 
 
-class PipelineError(ValueError):
+class PipelineError(BnfuzzError, ValueError):
     """A pipeline that cannot be read: names the field."""
 
 

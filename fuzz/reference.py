@@ -46,6 +46,21 @@ import numpy as np
 
 from fuzz.case import Block, Case, Conv2dAttrs, Epilogue, Topology, kernel_to_oihw, np_dtype
 
+__all__ = [
+    "BN_ROUNDINGS",
+    "RANGE_MARGIN",
+    "REFERENCE_ROUNDINGS",
+    "SAFETY",
+    "DtypeFacts",
+    "Expected",
+    "Reference",
+    "conv2d_nchw",
+    "dtype_facts",
+    "epsilon_dtype",
+    "gamma_k",
+    "reference",
+]
+
 #: Factor between the rounding error we derive and the bound we enforce. The
 #: derivation keeps first-order terms only and assumes one rounding per op;
 #: 2 covers second-order terms and a fold's extra multiply by a split scale.

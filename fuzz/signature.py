@@ -29,6 +29,8 @@ from fuzz.case import Case
 from fuzz.oracle import Finding
 from fuzz.pipeline import DEFAULT_PIPELINE, Pipeline
 
+__all__ = ["DEFAULTS", "Signature", "classify"]
+
 #: The simplest graph's classifying attributes; Hypothesis shrinks toward these.
 DEFAULTS: Mapping[str, str] = {
     "topology": "conv-bn",

@@ -25,12 +25,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from fuzz.campaign import Hit, Progress, StopCampaign, run_campaign
+from fuzz.case import Case, case_to_json
 from fuzz.compile_cache import CompileCache
 from fuzz.mutants import MUTANTS
 from fuzz.passes import MUTANT_PREFIX, PassFactory, resolve_pass
 from fuzz.signature import DEFAULTS, Signature, classify
 
-__all__ = ["UPSTREAM_CLASSES", "Kill", "first_hits", "median", "run_time_to_find", "time_to_kill"]
+__all__ = [
+    "UPSTREAM_CLASSES",
+    "Kill",
+    "failed",
+    "first_hits",
+    "median",
+    "run_time_to_find",
+    "targets",
+    "time_to_kill",
+]
 
 
 def _has(signature: Signature, key: str, value: str) -> bool:
@@ -64,9 +74,20 @@ class Kill:
     seconds: float
     symptom: str
     attributes: str
+    #: the finding's message and the case (as first seen), to replay a control flag
+    message: str = ""
+    case: Case | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return {"seconds": round(self.seconds, 2), "symptom": self.symptom, "attributes": self.attributes}
+    def to_json(self, *, with_case: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "seconds": round(self.seconds, 2),
+            "symptom": self.symptom,
+            "attributes": self.attributes,
+        }
+        if with_case:
+            out["message"] = self.message
+            out["case"] = case_to_json(self.case) if self.case is not None else None
+        return out
 
 
 def median(seconds: Sequence[float | None]) -> float | None:
@@ -89,7 +110,7 @@ def time_to_kill(make_pass: PassFactory, *, budget: float, seed: int) -> Kill | 
             finding, case = progress.new
             attrs = ",".join(f"{k}={v}" for k, v in classify(case).items() if DEFAULTS[k] != v)
             head = finding.symptom.value + (f":{finding.error_type}" if finding.error_type else "")
-            seen.append(Kill(progress.seconds, head, attrs))
+            seen.append(Kill(progress.seconds, head, attrs, finding.message, case))
             raise StopCampaign("killed")
 
     run_campaign(
@@ -206,7 +227,9 @@ def run_time_to_find(
         for seed in range(seeds):
             log(f"control (fixed), seed {seed}: a {budget:.0f} s campaign")
             kill = time_to_kill(resolve_pass("fixed"), budget=budget, seed=seed)
-            flagged.append(kill.to_json() if kill else None)
+            if kill is not None:
+                log(f"control (fixed), seed {seed}: FLAGGED at {kill.seconds:.1f} s, {kill.symptom}")
+            flagged.append({"seed": seed, **kill.to_json(with_case=True)} if kill else None)
         summary["control_flagged"] = [k for k in flagged if k is not None]
     summary["wall_seconds"] = round(time.monotonic() - started, 1)
     return summary

@@ -4,10 +4,10 @@ Every check raises :class:`hypothesis.errors.InvalidArgument` with a message
 that names the argument and echoes its value (``min_channels=5 is larger than
 max_channels=3``), the way Hypothesis' own strategies do.
 
-Strategy arguments are checked twice: eagerly, as far as can be known without
-drawing (is it a strategy, can it generate anything, and for a plain
-``sampled_from``/``just`` are all its values acceptable), and again at draw
-time for every value actually drawn (see :func:`checked_draw`).
+Strategy arguments are checked twice: eagerly, as far as the public Hypothesis API
+tells without drawing (is it a strategy, can it generate anything), and at draw time
+for every value actually drawn (see :func:`checked_draw`): a bad value fails the first
+example that draws it, naming the argument.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 
 from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import DrawFn, SearchStrategy
+
+__all__ = ["check_integer", "check_order", "check_strategy", "checked_draw", "is_bool"]
 
 T = TypeVar("T")
 
@@ -33,36 +35,6 @@ def check_strategy(value: object, name: str) -> None:
         raise InvalidArgument(f"{name}={value!r} is not a valid strategy: {exc}") from exc
     if value.is_empty:
         raise InvalidArgument(f"{name}={value!r} can never generate a value")
-
-
-def known_values(strategy: SearchStrategy[Any]) -> tuple[Any, ...] | None:
-    """The values of a plain ``sampled_from(...)`` or ``just(...)``, else None.
-
-    This peeks at Hypothesis internals (pinned in ``pyproject.toml``) and only
-    makes eager validation more helpful: any failure to peek returns None, and
-    the draw-time check still applies.
-    """
-    try:
-        from hypothesis.strategies._internal.lazy import LazyStrategy
-        from hypothesis.strategies._internal.strategies import SampledFromStrategy
-    except ImportError:  # pragma: no cover - a future Hypothesis moved them
-        return None
-    inner: object = strategy
-    while isinstance(inner, LazyStrategy):
-        inner = inner.wrapped_strategy
-    if isinstance(inner, SampledFromStrategy) and not getattr(inner, "_transformations", ()):
-        return tuple(inner.elements)
-    return None
-
-
-def check_values(
-    strategy: SearchStrategy[Any], name: str, accept: Callable[[Any], bool], expected: str
-) -> None:
-    """Eagerly: every value a plain ``sampled_from``/``just`` can give must be accepted."""
-    check_strategy(strategy, name)
-    for value in known_values(strategy) or ():
-        if not accept(value):
-            raise InvalidArgument(f"{name}={strategy!r} can generate {value!r}, which is not {expected}")
 
 
 def checked_draw(

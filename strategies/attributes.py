@@ -22,13 +22,29 @@ from hypothesis.strategies import DrawFn, SearchStrategy
 
 from fuzz.case import DATA_LAYOUTS, KERNEL_LAYOUTS, BatchNormAttrs, Conv2dAttrs
 
-from ._validation import check_integer, check_values, checked_draw, is_bool
+from ._validation import check_integer, check_strategy, checked_draw, is_bool
 from .geometry import Window, common_divisors, window_choices
 from .values import check_dtype
 
 T = TypeVar("T")
 
-__all__ = ["Axis", "Deviation", "batch_norm_attrs", "conv2d_attrs"]
+# The package re-exports Axis, Deviation, batch_norm_attrs and conv2d_attrs (``strategies``);
+# the rest are shared with its other modules.
+__all__ = [
+    "Axis",
+    "BatchNormOptions",
+    "ConvOptions",
+    "Deviation",
+    "batch_norm_attrs",
+    "conv2d_attrs",
+    "is_axis_number",
+    "is_data_layout",
+    "is_epsilon",
+    "is_kernel_layout",
+    "is_momentum",
+    "make_conv_attrs",
+    "mostly_first",
+]
 
 
 class Axis(enum.Enum):
@@ -196,11 +212,11 @@ class BatchNormOptions:
         trainings: SearchStrategy[bool],
         momenta: SearchStrategy[float],
     ) -> None:
-        check_values(epsilons, "epsilons", is_epsilon, "a finite float >= 0")
-        check_values(centers, "centers", is_bool, "a bool")
-        check_values(scales, "scales", is_bool, "a bool")
-        check_values(trainings, "trainings", is_bool, "a bool")
-        check_values(momenta, "momenta", is_momentum, "a float in [0, 1]")
+        check_strategy(epsilons, "epsilons")
+        check_strategy(centers, "centers")
+        check_strategy(scales, "scales")
+        check_strategy(trainings, "trainings")
+        check_strategy(momenta, "momenta")
         self.epsilons = epsilons
         self.centers = centers
         self.scales = scales
@@ -241,7 +257,7 @@ def batch_norm_attrs(
     first, then 0, 1 and any float in [0, 1]). The attributes say nothing about
     shapes: the caller keeps the operands' length equal to ``data.shape[axis]``.
     """
-    check_values(axes, "axes", is_axis_number, "an int in [-4, 3]")
+    check_strategy(axes, "axes")
     options = BatchNormOptions(
         epsilons=epsilons, centers=centers, scales=scales, trainings=trainings, momenta=momenta
     )
@@ -268,9 +284,9 @@ class ConvOptions:
         kernel_layouts: SearchStrategy[str],
         wide_out_dtypes: SearchStrategy[bool],
     ) -> None:
-        check_values(data_layouts, "data_layouts", is_data_layout, f"one of {DATA_LAYOUTS}")
-        check_values(kernel_layouts, "kernel_layouts", is_kernel_layout, f"one of {KERNEL_LAYOUTS}")
-        check_values(wide_out_dtypes, "wide_out_dtypes", is_bool, "a bool")
+        check_strategy(data_layouts, "data_layouts")
+        check_strategy(kernel_layouts, "kernel_layouts")
+        check_strategy(wide_out_dtypes, "wide_out_dtypes")
         self.data_layouts = data_layouts
         self.kernel_layouts = kernel_layouts
         self.wide_out_dtypes = wide_out_dtypes

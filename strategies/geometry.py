@@ -20,6 +20,19 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+__all__ = [
+    "DILATIONS",
+    "KERNEL_SIZES",
+    "PADDINGS",
+    "STRIDES",
+    "Window",
+    "all_windows",
+    "common_divisors",
+    "group_choices",
+    "multiplier_range",
+    "window_choices",
+]
+
 #: Bounds from the fuzzer's brief: 1x1 to 3x3 kernels, strides and dilation 1-2,
 #: padding 0-1 per side.
 KERNEL_SIZES = (1, 2, 3)

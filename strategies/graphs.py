@@ -64,7 +64,7 @@ from fuzz.case import (
 from ._validation import (
     check_integer,
     check_order,
-    check_values,
+    check_strategy,
     checked_draw,
     is_bool,
 )
@@ -295,21 +295,21 @@ def cases(
     check_order("min_channels", min_channels, "max_channels", max_channels)
     check_integer(max_spatial, "max_spatial", min_value=1)
     check_integer(max_batch, "max_batch", min_value=1)
-    check_values(dtypes, "dtypes", _is_dtype, f"one of {DTYPES}")
-    check_values(topologies, "topologies", _is_topology, "a Topology")
-    check_values(axes, "axes", _is_axis, "an Axis")
-    check_values(negative_axes, "negative_axes", is_bool, "a bool")
-    check_values(magnitudes, "magnitudes", is_magnitude, "a Magnitude")
+    check_strategy(dtypes, "dtypes")
+    check_strategy(topologies, "topologies")
+    check_strategy(axes, "axes")
+    check_strategy(negative_axes, "negative_axes")
+    check_strategy(magnitudes, "magnitudes")
     if parameters is not None:
-        check_values(parameters, "parameters", _is_parameter_set, f"a tuple of names from {OPERANDS}")
-    check_values(importers, "importers", _is_importer, "an Importer")
-    check_values(biases, "biases", is_bool, "a bool")
-    check_values(epilogues, "epilogues", _is_epilogue, "an Epilogue")
-    check_values(dataflows, "dataflows", is_bool, "a bool")
-    check_values(dead_statistics, "dead_statistics", is_bool, "a bool")
-    check_values(functions, "functions", _is_function_count, "1 or 2")
-    check_values(aims, "aims", _is_aim, f"an int in [0, 2**{AIM_BITS})")
-    check_values(deviations, "deviations", _is_deviation, "a Deviation")
+        check_strategy(parameters, "parameters")
+    check_strategy(importers, "importers")
+    check_strategy(biases, "biases")
+    check_strategy(epilogues, "epilogues")
+    check_strategy(dataflows, "dataflows")
+    check_strategy(dead_statistics, "dead_statistics")
+    check_strategy(functions, "functions")
+    check_strategy(aims, "aims")
+    check_strategy(deviations, "deviations")
     options = _Options(
         dtypes=dtypes,
         topologies=topologies,
@@ -747,8 +747,8 @@ def value_sets(
     """
     if not isinstance(case, Case):
         raise InvalidArgument(f"case={case!r} is not a fuzz.case.Case")
-    check_values(magnitudes, "magnitudes", is_magnitude, "a Magnitude")
-    check_values(aims, "aims", _is_aim, f"an int in [0, 2**{AIM_BITS})")
+    check_strategy(magnitudes, "magnitudes")
+    check_strategy(aims, "aims")
     # Hypothesis hands a composite its strategy arguments unwrapped, so whether these are
     # the default magnitudes (one code per tensor) is decided here, by identity.
     return _value_sets(case, magnitudes, aims, magnitudes is DEFAULT_MAGNITUDES)

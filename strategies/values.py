@@ -34,7 +34,20 @@ from fuzz.case import DTYPES, Tensor
 
 from ._validation import check_strategy, checked_draw
 
-__all__ = ["Magnitude", "tensors"]
+# The package re-exports Magnitude and tensors (``strategies``); the rest are shared
+# with its other modules.
+__all__ = [
+    "Format",
+    "Magnitude",
+    "check_dtype",
+    "code_array",
+    "code_class",
+    "draw_array",
+    "exponent_range",
+    "is_magnitude",
+    "scalars",
+    "tensors",
+]
 
 
 class Magnitude(enum.Enum):
