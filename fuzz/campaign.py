@@ -140,6 +140,9 @@ BATCH_SIZE = 64
 #: alone is the shrunk case.
 FURTHER_COUNTS = st.sampled_from(range(BATCH_SIZE - 1, -1, -1))
 
+#: The most value sets a shrink remembers as checked without a finding.
+MEMO_SIZE = 4096
+
 #: Examples (batches) per Hypothesis run; the next run starts from a fresh seed, so a
 #: long campaign does not settle on the structures one run's generator favours.
 EPOCH_EXAMPLES = 500
@@ -222,6 +225,9 @@ class _Campaign:
     first_seconds: float = 0.0
     shrink_start: float = 0.0
     ctrl_c: _CtrlC = field(default_factory=_CtrlC)
+    #: value sets the current round's shrink has checked without a finding: whether the
+    #: pass changed them (so a shrink step checks only what it changed)
+    passing: dict[tuple[Case, Pipeline | None], bool] = field(default_factory=dict)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.start
@@ -254,36 +260,51 @@ class _Campaign:
             self.result.batches += 1
         combo = ",".join(f"{k}={v}" for k, v in classify(first).items())
         done: list[Checked] = []
-        further = 0
+        # value sets of this batch checked without a finding (whether the pass changed them)
+        passed: dict[tuple[Case, Pipeline | None], bool] = {}
+        further = drawn = 0
         try:
             case = first
             while True:
                 self.ctrl_c.raise_if_requested()
-                if not shrinking:
-                    if self.exhausted():
+                drawn += 1
+                known = self.passing.get((case, pipeline)) if shrinking else None
+                if known is not None:
+                    changed = known  # checked before in this shrink, without a finding
+                else:
+                    if not shrinking:
+                        if self.exhausted():
+                            break
+                        self.result.examples += 1
+                    checked = self.checker(case, pipeline)
+                    # A second Ctrl-C may have cut this check short: it proves nothing, drop it.
+                    self.ctrl_c.raise_if_requested()
+                    done.append(checked)
+                    if not shrinking:
+                        _record(self.result, checked, combo)
+                    if not shrinking and self.result.examples % 10 == 0:
+                        self.progress(False)
+                    self._raise_if_new(checked, shrinking)
+                    # A known bug (a new one raised above): this structure has shown what it
+                    # shows; the next structure is likelier to show something new.
+                    if checked.verdict.primary is not None:
                         break
-                    self.result.examples += 1
-                checked = self.checker(case, pipeline)
-                # A second Ctrl-C may have cut this check short: it proves nothing, drop it.
-                self.ctrl_c.raise_if_requested()
-                done.append(checked)
-                if not shrinking:
-                    _record(self.result, checked, combo)
-                if not shrinking and self.result.examples % 10 == 0:
-                    self.progress(False)
-                self._raise_if_new(checked, shrinking)
-                # A known bug (a new one raised above): this structure has shown what it
-                # shows; the next structure is likelier to show something new.
-                if checked.verdict.primary is not None:
+                    changed = checked.execution.changed
+                    passed[(case, pipeline)] = changed
+                if data is None or (drawn == 1 and not changed):
                     break
-                if data is None or (len(done) == 1 and not checked.execution.changed):
-                    break
-                if len(done) == 1:
+                if drawn == 1:
                     further = data.draw(FURTHER_COUNTS)
-                if len(done) > further:
+                if drawn > further:
                     break
                 case = data.draw(strategies.value_sets(first))
         finally:
+            # Shrinking replays the value sets before the failing one again and again:
+            # each is checked once (the pass is deterministic), then remembered.
+            if self.key is not None:
+                if len(self.passing) > MEMO_SIZE:
+                    self.passing.clear()
+                self.passing.update(passed)
             if done:
                 _events(done)
 
@@ -341,6 +362,7 @@ class _Campaign:
         shrunk, or None (the epoch or the budget ended, or the strategy ran dry)."""
         self.result.rounds += 1
         self.key, self.last = None, None
+        self.passing.clear()
         self.round_examples = 0
         remaining = self.max_examples - self.result.examples if self.max_examples is not None else 10**9
         test = settings(
