@@ -130,15 +130,8 @@ def default_shrink_seconds(budget_seconds: float | None) -> float:
 #: The most value sets of one structure one example checks.
 BATCH_SIZE = 64
 
-#: How many further value sets a batch gets after its first: 0 to ``BATCH_SIZE - 1``,
-#: uniform, with the *whole* batch as the simplest choice. Hypothesis favours a choice's
-#: simplest value (a run's first examples, and the mutations that copy them): with 0 as
-#: the simplest (:func:`strategies.further_counts`, right for a batch drawn at once),
-#: about half the campaign's batches were a single value set, and each compiled
-#: structure served half the value sets it could. Shrinking towards the whole batch costs
-#: nothing: the body stops at the first value set showing the bug, and that value set
-#: alone is the shrunk case.
-FURTHER_COUNTS = st.sampled_from(range(BATCH_SIZE - 1, -1, -1))
+#: How many further value sets a batch gets after its first (0 to ``BATCH_SIZE - 1``).
+FURTHER_COUNTS = strategies.further_counts(BATCH_SIZE)
 
 #: The most value sets a shrink remembers as checked without a finding.
 MEMO_SIZE = 4096
