@@ -100,9 +100,11 @@ def block_reasons(case: Case) -> tuple[tuple[Decline, ...], ...]:
     """Per block, every reason its batch_norm must or may stay (empty: it must be folded)."""
     out: list[tuple[Decline, ...]] = []
     channel = case.channel_axes()
-    parameters = [n for n in case.parameters if any(b.operand(n) is not None for b in case.blocks)]
     for i, block in enumerate(case.blocks):
         reasons: list[Decline] = []
+        # per block: a parameter name applies to every block that has that operand, so a
+        # block without a conv bias is all constants even when other blocks' biases are not
+        parameters = [n for n in case.parameters if block.operand(n) is not None]
         if block.conv is None:
             reasons.append(Decline(Reason.NO_CONV, ""))
         elif not channel[i]:

@@ -9,6 +9,7 @@ same classes as minimal entries found by the fuzzer.
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -290,3 +291,17 @@ def test_output_feeds_later_passes_and_both_build_pipelines(name: str) -> None:
 def test_idempotent_on_a_folded_module() -> None:
     mod = folded(make_case(values={"gamma": 4.0}))
     assert structural_equal(FIXED()(mod), mod)
+
+
+def test_folds_the_constant_block_of_a_chain_with_a_parameter_bias() -> None:
+    # the first conv's bias is a function parameter, the second conv has none: the second
+    # batch_norm is folded, the first stays, and the oracle judges numbers (no must-not-fold)
+    case = make_case(topology=Topology.CHAIN, c_in=3, bias=True, parameters=("bias",))
+    first, second = case.blocks
+    case = replace(case, blocks=(first, replace(second, bias=None)))
+    checked = check(case, FIXED)
+    ex = checked.execution
+    assert ex.changed and ex.op_counts is not None
+    assert (ex.op_counts[0]["batch_norm"], ex.op_counts[1]["batch_norm"]) == (2, 1)
+    assert checked.verdict.primary is None, checked.verdict.primary
+    assert isinstance(ex.folded, Outputs)

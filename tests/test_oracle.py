@@ -336,3 +336,24 @@ def test_must_not_fold_is_judged_where_the_unfolded_program_fails() -> None:
     assert [f.symptom for f in verdict.findings] == [Symptom.MUST_NOT_FOLD] and verdict.skipped
     left_alone = replace(execution(training, changed=False), baseline=failed)
     assert judge(training, left_alone, reference(training)).findings == ()
+
+
+def chain_with_one_parameter_bias() -> Case:
+    """A chain whose first conv has a bias that is a function parameter and whose second
+    conv has no bias: the second block is all constants."""
+    case = make_case(topology=Topology.CHAIN, bias=True, parameters=("bias",))
+    first, second = case.blocks
+    return replace(case, blocks=(first, replace(second, bias=None)))
+
+
+def test_the_parameter_reason_is_per_block() -> None:
+    case = chain_with_one_parameter_bias()
+    first, second = block_reasons(case)
+    assert Reason.NON_CONSTANT in {d.reason for d in first}
+    assert second == ()
+    # one block may be folded: the graph is judged by its numbers, not as must-not-fold
+    assert must_not_fold_reasons(case) == ()
+    # both biases parameters: every block has the reason
+    both = make_case(topology=Topology.CHAIN, bias=True, parameters=("bias",))
+    assert all(Reason.NON_CONSTANT in {d.reason for d in r} for r in block_reasons(both))
+    assert must_not_fold_reasons(both) != ()
