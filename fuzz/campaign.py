@@ -455,9 +455,12 @@ def run_campaign(
     unused): :class:`fuzz.isolate.IsolatedChecker` runs each case in a worker process.
     ``database``: a Hypothesis example database shared with other campaigns (see
     :func:`example_database`); failures found anywhere are replayed here first.
-    ``lowering``: also build and run the graphs the pass leaves unchanged, which judges
-    TVM's own lowering (``baseline-*``) everywhere; otherwise a structure the pass does
-    not change costs no compilation, and the search moves on faster.
+    ``lowering``: also judge TVM's own lowering (``baseline-*``) everywhere: build and run
+    the graphs the pass leaves unchanged, and the unfolded program of every value set.
+    Otherwise a structure the pass does not change costs no compilation, and the unfolded
+    program is built and run only where the folded outputs alone do not clear the numeric
+    rules (:func:`fuzz.oracle.within_bound`): the verdicts on the pass are the same, and the
+    search moves on faster.
 
     ``shrink_seconds`` caps Hypothesis's shrinking of one finding (default
     :func:`default_shrink_seconds` of the budget); then, unless ``checker`` is given, each
@@ -480,7 +483,7 @@ def run_campaign(
     if checker is None:
 
         def checker(case: Case, pipeline: Pipeline | None) -> Checked:
-            return check(case, make_pass, runner, pipeline, unchanged=lowering)
+            return check(case, make_pass, runner, pipeline, lowering=lowering)
 
     cap = default_shrink_seconds(budget_seconds) if shrink_seconds is None else shrink_seconds
     simplifier = None

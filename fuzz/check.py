@@ -9,13 +9,14 @@ float64 reference (:func:`fuzz.reference.reference`) and asks the oracle for a v
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 from fuzz.build import build_module
 from fuzz.case import Case
 from fuzz.compat import structural_equal
-from fuzz.execute import Execution, Failure, Runner, execute
-from fuzz.oracle import Finding, Symptom, Verdict, judge
+from fuzz.execute import Execution, Failure, Outputs, Runner, execute
+from fuzz.oracle import Finding, Symptom, Verdict, judge, within_bound
 from fuzz.passes import PassFactory, claims_complete_fold
 from fuzz.pipeline import Pipeline, PipelinePass, gated
 from fuzz.reference import Reference, reference
@@ -43,25 +44,35 @@ def check(
     pipeline: Pipeline | None = None,
     *,
     must_fold: bool | None = None,
-    unchanged: bool = True,
+    lowering: bool = True,
 ) -> Checked:
     """Run one case through a pass, or through ``pipeline`` with the pass in it, and judge
     it (``runner``: see :func:`fuzz.execute.execute`).
 
     ``must_fold``: judge the ``missed-fold`` property (default: if the pass claims a
     complete fold, :func:`fuzz.passes.claims_complete_fold`); never inside a pipeline.
-    ``unchanged=False``: where the pass changed nothing, build and run nothing (only the
-    IR is judged; see :func:`fuzz.execute.execute`).
+    ``lowering=False``: judge the pass only, not TVM's lowering: where the pass changed
+    nothing, build and run nothing (only the IR is judged), and run the unfolded program
+    only where the folded outputs alone do not clear the numeric rules
+    (:func:`fuzz.oracle.within_bound`; the verdict on the pass is the same either way).
     For a pipeline with nothing gated, the ``Sequential`` and the direct calls must give
     structurally equal modules (``sequential-direct-mismatch``).
     """
     ref = reference(case)
+    needed = None if lowering else functools.partial(_baseline_needed, ref)
     if pipeline is None:
-        execution = execute(case, make_pass, runner, unchanged=unchanged)
+        execution = execute(case, make_pass, runner, unchanged=lowering, baseline_needed=needed)
         complete = claims_complete_fold(make_pass) if must_fold is None else must_fold
         return Checked(case, execution, ref, judge(case, execution, ref, must_fold=complete))
+    if pipeline.mixed_precision:  # outputs judged by shape alone, against the unfolded ones
+        needed = None
     execution = execute(
-        case, lambda: PipelinePass(pipeline, make_pass), runner, idempotence=False, unchanged=unchanged
+        case,
+        lambda: PipelinePass(pipeline, make_pass),
+        runner,
+        idempotence=False,
+        unchanged=lowering,
+        baseline_needed=needed,
     )
     verdict = judge(case, execution, ref, in_pipeline=True, numbers=not pipeline.mixed_precision)
     skipped = gated(pipeline, make_pass)
@@ -70,6 +81,10 @@ def check(
         if mismatch is not None:
             verdict = replace(verdict, findings=(mismatch,))
     return Checked(case, execution, ref, verdict, pipeline, skipped)
+
+
+def _baseline_needed(ref: Reference, folded: Outputs) -> bool:
+    return not within_bound(ref, folded)
 
 
 def _sequential_mismatch(case: Case, pipeline: Pipeline, make_pass: PassFactory) -> Finding | None:

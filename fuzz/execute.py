@@ -132,6 +132,9 @@ class Execution:
     pass_seconds: float
     build_seconds: float
     op_counts: tuple[dict[str, int], dict[str, int]] | None = None
+    #: the unfolded program was not run: the folded outputs cleared every numeric rule on
+    #: their own (``execute(..., baseline_needed=...)``), so it could change no verdict
+    baseline_skipped: bool = False
 
 
 #: The operators :func:`count_ops` counts by default: what a fold removes, adds or keeps.
@@ -225,6 +228,7 @@ def execute(
     *,
     idempotence: bool = True,
     unchanged: bool = True,
+    baseline_needed: Callable[[Outputs], bool] | None = None,
 ) -> Execution:
     """Run ``case`` unfolded and through ``make_pass()``; see :class:`Execution`.
 
@@ -241,7 +245,11 @@ def execute(
     correctness. ``unchanged=False`` builds and runs nothing where the pass changed
     nothing (``baseline`` and ``folded`` are then None): the folded program would be the
     unfolded one, so only TVM's own lowering could be judged, at the price of a
-    compilation per structure.
+    compilation per structure. ``baseline_needed``: asked with the folded outputs whether
+    the unfolded program must run too; where it answers False, ``baseline`` is None and
+    ``baseline_skipped`` True (the oracle's :func:`fuzz.oracle.within_bound`: the folded
+    outputs alone show no bug, so only TVM's lowering could be judged, at the price of a
+    second compilation per structure and a second run per value set).
 
     Raises :class:`fuzz.build.ModuleError` if TVM rejects the case itself (no pass
     involved); every later TVM exception becomes a :class:`Failure`.
@@ -296,6 +304,18 @@ def execute(
     if isinstance(folded, Failure) and folded.stage is Stage.WELL_FORMED:
         # judged from the IR alone: the unfolded program need not be built
         return Execution(None, folded, changed, fired, idempotent, pass_seconds, folded_seconds, counts)
+    if baseline_needed is not None and isinstance(folded, Outputs) and not baseline_needed(folded):
+        return Execution(
+            None,
+            folded,
+            changed,
+            fired,
+            idempotent,
+            pass_seconds,
+            folded_seconds,
+            counts,
+            baseline_skipped=True,
+        )
     baseline, baseline_seconds = run(*program)
     return Execution(
         baseline=baseline,

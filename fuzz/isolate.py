@@ -75,7 +75,7 @@ def _serve(
             return
         case, pipeline = message
         try:
-            conn.send(("ok", check(case, make_pass, runner, pipeline, unchanged=lowering)))
+            conn.send(("ok", check(case, make_pass, runner, pipeline, lowering=lowering)))
         except Exception as exc:  # our own exception (an invalid case, a bug): the parent re-raises
             conn.send(("raise", exc))
 

@@ -17,7 +17,7 @@ from cases import PUBLIC_NAN_REPORT, make_case
 from fuzz.case import Case, Topology
 from fuzz.decline import Reason, block_reasons
 from fuzz.execute import COUNTED_OPS, Execution, Failure, Outputs, Stage
-from fuzz.oracle import Symptom, judge, must_not_fold_reasons
+from fuzz.oracle import Symptom, judge, must_not_fold_reasons, within_bound
 from fuzz.reference import reference
 
 
@@ -357,3 +357,34 @@ def test_the_parameter_reason_is_per_block() -> None:
     both = make_case(topology=Topology.CHAIN, bias=True, parameters=("bias",))
     assert all(Reason.NON_CONSTANT in {d.reason for d in r} for r in block_reasons(both))
     assert must_not_fold_reasons(both) != ()
+
+
+def shifted(outputs: Outputs, k: int, index: tuple[int, ...], value: float) -> Outputs:
+    """``outputs`` with element ``index`` of output ``k`` set to ``value``."""
+    values = [v.copy() for v in outputs.values]
+    values[k][index] = value
+    return replace(outputs, values=tuple(values))
+
+
+def test_within_bound_accepts_the_rounded_reference_and_nothing_off() -> None:
+    ref = reference(CASE)
+    good = rounded_reference(CASE)
+    assert within_bound(ref, good)
+    exact = float(ref.outputs[0].value[0, 0, 0, 0])
+    bound = float(ref.outputs[0].bound[0, 0, 0, 0])
+    at = (0, 0, 0, 0)
+    assert not within_bound(ref, shifted(good, 0, at, exact + 4 * bound + 1e-3))  # out of the bound
+    assert not within_bound(ref, shifted(good, 0, at, float("nan")))  # non-finite where robust
+    assert not within_bound(ref, replace(good, dtypes=("float16",)))  # another dtype
+    assert not within_bound(ref, outputs_of([good.values[0][:, :1]]))  # another shape
+
+
+def test_a_skipped_unfolded_program_leaves_the_structural_findings() -> None:
+    # the folded outputs cleared the numeric rules alone; the IR is still judged
+    clean = replace(execution(CASE), baseline=None, baseline_skipped=True)
+    assert judge(CASE, clean, reference(CASE)).findings == ()
+    again = replace(clean, idempotent=False)
+    assert symptoms(CASE, again) == [Symptom.NOT_IDEMPOTENT]
+    training = make_case(kh=1, kw=1, height=2, width=2, training=True)
+    folded = replace(execution(training), baseline=None, baseline_skipped=True)
+    assert symptoms(training, folded) == [Symptom.MUST_NOT_FOLD]
