@@ -226,7 +226,8 @@ def _parser() -> argparse.ArgumentParser:
         "or, with --time-to-find, the seconds to find each known bug and seeded defect",
         description="Draw value sets once, then check them with the naive path, the cached path from a "
         "cold cache, and the cached path warm (as a campaign checks: the pass judged, not TVM's lowering; "
-        "then once more judging the lowering too), each for --seconds; then run a campaign against the pass "
+        "then warmed up and measured once more judging the lowering too), each for --seconds; then run a "
+        "campaign against the pass "
         "for --seconds (generation, shrinking and compilation included) and report its rate beside the "
         "warm one; then a growth table (12 slices of --growth-seconds). With --time-to-find: fresh "
         "campaigns per seed against upstream (each of its eight defect classes), against every mutant "
@@ -246,8 +247,9 @@ def _parser() -> argparse.ArgumentParser:
         "--seconds",
         type=_positive(float),
         default=120.0,
-        help="time slice of each of the five phases: naive, cold, warm, warm with the lowering judged, "
-        "campaign (default 120; the whole run takes about 5 x SECONDS + 12 x --growth-seconds)",
+        help="time slice of each of the six phases: naive, cold, warm, warming up and then warm with "
+        "the lowering judged, campaign (default 120; the whole run takes about 6 x SECONDS + 12 x "
+        "--growth-seconds)",
     )
     bench.add_argument(
         "--growth-seconds",
