@@ -5,16 +5,21 @@ from __future__ import annotations
 import os
 import signal
 import time
+from dataclasses import replace
 
+import numpy as np
 import pytest
 import tvm
 from cases import make_case
 from hypothesis import strategies as st
 
-from fuzz.campaign import SHRINK_DEADLINE, run_campaign
+from fuzz.campaign import SHRINK_DEADLINE, Progress, StopCampaign, run_campaign
 from fuzz.case import Case, Topology
+from fuzz.check import Checked, check
 from fuzz.compile_cache import CompileCache
+from fuzz.oracle import Finding, Symptom, Verdict
 from fuzz.passes import resolve_pass
+from fuzz.pipeline import Pipeline
 
 SMALL = {"c_in": 1, "c_out": 1, "height": 1, "width": 1, "kh": 1, "kw": 1}
 SCALE_OFF = make_case(**SMALL, scale=False, values={"gamma": 2.0})
@@ -124,3 +129,34 @@ def test_a_large_failing_case_does_not_end_the_campaign_with_a_repr_warning() ->
     assert len(repr((None, (big,)))) > 30_000  # about as long as Hypothesis prints the example
     result = run_campaign(resolve_pass("upstream"), max_examples=3, cases=st.just(big))
     assert [hit.finding.symptom.value for hit in result.hits] == ["pass-exception"]
+
+
+def test_a_shrink_checks_each_passing_value_set_once() -> None:
+    # A synthetic bug (any |x| > 8) on top of the fixed pass's real checks: while the first
+    # finding is shrunk, Hypothesis replays a batch's earlier value sets again and again;
+    # each is checked once and remembered (the pass is deterministic).
+    cache = CompileCache()
+    shrinking = False
+    passed: list[tuple[Case, object]] = []
+
+    def checker(case: Case, pipeline: Pipeline | None) -> Checked:
+        checked = check(case, resolve_pass("fixed"), cache.run, pipeline, lowering=False)
+        if float(np.max(np.abs(case.data.float64()))) > 8:
+            synthetic = Finding(Symptom.OUT_OF_TOLERANCE, "compare", "synthetic: |x| > 8")
+            checked = replace(checked, verdict=Verdict((synthetic,)))
+        elif shrinking:
+            passed.append((case, pipeline))
+        return checked
+
+    def on_progress(progress: Progress) -> None:
+        nonlocal shrinking
+        shrinking = shrinking or progress.shrinking
+        if progress.hits:
+            raise StopCampaign("the first bug is shrunk")  # before a second round starts
+
+    result = run_campaign(
+        resolve_pass("fixed"), max_examples=2000, seed=3, checker=checker, on_progress=on_progress
+    )
+    assert [hit.finding.message for hit in result.hits] == ["synthetic: |x| > 8"]
+    assert len(passed) > 3  # the shrink did check passing value sets ...
+    assert len(set(passed)) == len(passed)  # ... each once
