@@ -31,6 +31,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from fuzz.attributes import classify
 from fuzz.case import OPERANDS, Case, Importer, Tensor
 from fuzz.compat import (
     VISIT_CONSTANT,
@@ -382,7 +383,7 @@ def build_module(case: Case) -> tvm.IRModule:
             bb._end_block()
             bb.end_scope()
             raise ModuleError(
-                f"TVM rejects the module for this case ({case.attributes()}): "
+                f"TVM rejects the module for this case ({classify(case)}): "
                 f"{type(exc).__name__}: {summarise_error(exc)}"
             ) from exc
     return bb.get()
@@ -398,6 +399,6 @@ def import_onnx(case: Case) -> tvm.IRModule:
         return from_onnx(model)
     except Exception as exc:
         raise ModuleError(
-            f"TVM's ONNX frontend rejects the model for this case ({case.attributes()}): "
+            f"TVM's ONNX frontend rejects the model for this case ({classify(case)}): "
             f"{type(exc).__name__}: {summarise_error(exc)}"
         ) from exc

@@ -43,6 +43,7 @@ from hypothesis.internal.conjecture import engine
 from hypothesis.reporting import with_reporter
 
 import strategies
+from fuzz.attributes import classify
 from fuzz.case import Case
 from fuzz.check import Checked, check
 from fuzz.execute import Runner
@@ -50,7 +51,7 @@ from fuzz.minimize import simplify, with_defaults_except
 from fuzz.oracle import Finding, Symptom
 from fuzz.passes import PassFactory
 from fuzz.pipeline import Pipeline
-from fuzz.signature import Signature, classify
+from fuzz.signature import Signature
 
 __all__ = [
     "BATCH_SIZE",

@@ -387,27 +387,6 @@ class Case:
         residual = len(self.residual.values) if self.residual is not None else 0
         return len(self.data.values) + sum(len(t.values) for t in operands) + residual
 
-    def attributes(self) -> dict[str, Any]:
-        """The attributes that classify a case (the CLI's ``attributes`` object)."""
-        block = self.blocks[0]
-        conv = block.conv
-        return {
-            "topology": self.topology.value,
-            "dtype": self.dtype,
-            "out_dtype": (conv.out_dtype or self.dtype) if conv else self.dtype,
-            "data_layout": conv.data_layout if conv else "NCHW",
-            "kernel_layout": conv.kernel_layout if conv else None,
-            "axis": block.bn.axis,
-            "center": block.bn.center,
-            "scale": block.bn.scale,
-            "training": block.bn.training,
-            "groups": conv.groups if conv else None,
-            "bias": block.bias is not None,
-            "parameters": list(self.parameters),
-            "epilogue": self.epilogue.value,
-            "form": self.form.label,
-        }
-
 
 #: Topologies whose one output is the last batch_norm's output 0 (an epilogue may follow).
 EPILOGUE_TOPOLOGIES: tuple[Topology, ...] = (Topology.CONV_BN, Topology.CHAIN)

@@ -891,6 +891,7 @@ def _run(args: argparse.Namespace) -> int:
 
         database = _open_database(args.database, example_database)
 
+    from fuzz.attributes import classify
     from fuzz.campaign import Hit, Progress, StopCampaign, run_campaign
     from fuzz.campaign_report import histograms
     from fuzz.case import case_to_json
@@ -924,7 +925,7 @@ def _run(args: argparse.Namespace) -> int:
             "first_seconds": round(hit.first_seconds, 3),
             "shrink_seconds": round(hit.shrink_seconds, 3),
             "hits": hit.hits,
-            "attributes": hit.checked.case.attributes(),
+            "attributes": classify(hit.checked.case),
         }
 
     written: set[str] = set()
@@ -1151,7 +1152,7 @@ def _run_workers(args: argparse.Namespace, budget: float | None) -> int:
 
 def _file_issues(args: argparse.Namespace) -> int:
     from fuzz.corpus import EntryError, load_entry
-    from fuzz.issues import GitHub, GitHubError, file_issues
+    from fuzz.github import GitHub, GitHubError, file_issues
     from fuzz.report import render_issue
 
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", args.repo):

@@ -110,7 +110,7 @@ def _as_nchw(case: Case) -> Case:
     blocks = []
     for b in case.blocks:
         assert b.conv is not None
-        axis = "NCHW".index("NHWC"[b.bn.axis % 4])
+        axis = "NCHW".index("NHWC"[b.bn.axis % len(case.data.shape)])
         blocks.append(replace(b, conv=replace(b.conv, data_layout="NCHW"), bn=replace(b.bn, axis=axis)))
     residual = case.residual and _transposed(case.residual, order)
     return replace(case, data=_transposed(case.data, order), blocks=tuple(blocks), residual=residual)
@@ -192,14 +192,15 @@ def simplifications(case: Case, *, values: bool = True) -> list[tuple[str, Calla
                     (f"{name}={list(getattr(conv, name))} -> {list(default)}", each_block(**{name: default}))
                 )
         plain = case.topology is Topology.CONV_BN and conv.groups == 1
-        if case.topology is Topology.CONV_BN and first.bn.axis % 4 != conv.channel_axis:
+        on_channel = case.channel_axes()[0]
+        if case.topology is Topology.CONV_BN and not on_channel:
             changes.append(
                 (
                     f"axis={first.bn.axis} -> {conv.channel_axis} (the conv's channel axis)",
                     each_block(axis=conv.channel_axis),
                 )
             )
-        if plain and first.bn.axis % 4 == conv.channel_axis and first.gamma.shape[0] > 1:
+        if plain and on_channel and first.gamma.shape[0] > 1:
             changes.append((f"output channels {first.gamma.shape[0]} -> 1 (the first)", _one_out_channel))
         if plain and case.data.shape[conv.channel_axis] > 1:
             changes.append(

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from fuzz.attributes import ATTRIBUTE_DEFAULTS, classify
 from fuzz.case import Case, kernel_to_oihw
 from fuzz.check import check
 from fuzz.corpus import Entry
@@ -25,7 +26,6 @@ from fuzz.minimize import minimality
 from fuzz.passes import resolve_pass
 from fuzz.pipeline import DEFAULT_PIPELINE
 from fuzz.script import pipeline_text, render_script
-from fuzz.signature import DEFAULTS, classify
 
 __all__ = ["render_issue", "render_script"]
 
@@ -241,7 +241,7 @@ def _how_it_shows(entry: Entry) -> str:
 def render_issue(entry: Entry) -> str:
     """A GitHub issue for ``entry`` in the shape TVM maintainers receive."""
     case = entry.case
-    attrs = ", ".join(f"{k}={v}" for k, v in classify(case).items() if DEFAULTS[k] != v)
+    attrs = ", ".join(f"{k}={v}" for k, v in classify(case).items() if ATTRIBUTE_DEFAULTS[k] != v)
     expected = {
         "pass-exception": "The pass either folds the batch_norm correctly or leaves the graph unchanged.",
         "must-not-fold": "The pass leaves the graph unchanged: folding is only valid for an inference "

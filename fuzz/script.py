@@ -370,6 +370,6 @@ def _reason_to_leave(case: Case) -> str:
     block = case.blocks[0]
     if block.bn.training:
         return "batch_norm has training=True (batch statistics, not moving ones)"
-    if block.conv is not None and block.bn.axis % 4 != block.conv.channel_axis:
+    if block.conv is not None and not case.channel_axes()[0]:
         return f"batch_norm axis={block.bn.axis} is not the conv output's channel axis"
     return "see the signature"

@@ -24,12 +24,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fuzz.attributes import ATTRIBUTE_DEFAULTS, classify
 from fuzz.campaign import Hit, Progress, StopCampaign, run_campaign
 from fuzz.case import Case, case_to_json
 from fuzz.compile_cache import CompileCache
 from fuzz.mutants import MUTANTS
 from fuzz.passes import MUTANT_PREFIX, PassFactory, resolve_pass
-from fuzz.signature import DEFAULTS, Signature, classify
+from fuzz.signature import Signature
 
 __all__ = [
     "UPSTREAM_CLASSES",
@@ -108,7 +109,7 @@ def time_to_kill(make_pass: PassFactory, *, budget: float, seed: int) -> Kill | 
     def on_progress(progress: Progress) -> None:
         if progress.new is not None:  # a new bug, seen just now
             finding, case = progress.new
-            attrs = ",".join(f"{k}={v}" for k, v in classify(case).items() if DEFAULTS[k] != v)
+            attrs = ",".join(f"{k}={v}" for k, v in classify(case).items() if ATTRIBUTE_DEFAULTS[k] != v)
             head = finding.symptom.value + (f":{finding.error_type}" if finding.error_type else "")
             seen.append(Kill(progress.seconds, head, attrs, finding.message, case))
             raise StopCampaign("killed")

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from cases import PUBLIC_NAN_REPORT, make_case
 
+from fuzz.attributes import ATTRIBUTE_DEFAULTS as DEFAULTS
+from fuzz.attributes import classify
 from fuzz.case import Epilogue, Tensor, Topology, case_to_json
 from fuzz.cli import main
 from fuzz.corpus import load_entry
@@ -29,7 +31,6 @@ from fuzz.minimize import (
 )
 from fuzz.passes import resolve_pass
 from fuzz.reference import reference
-from fuzz.signature import DEFAULTS, classify
 
 ROOT = Path(__file__).resolve().parent.parent
 UPSTREAM = resolve_pass("upstream")

@@ -417,7 +417,8 @@ def test_swarm_cases_change_one_attribute_alone() -> None:
     """A ``ONE`` case changes at most one classifying attribute from its default (the
     groups of a conv, and the form's parts, are drawn apart from the deviation), and over
     many such cases each flag is the one changed."""
-    from fuzz.signature import DEFAULTS, classify
+    from fuzz.attributes import ATTRIBUTE_DEFAULTS as DEFAULTS
+    from fuzz.attributes import classify
     from strategies.attributes import Deviation
 
     alone: set[str] = set()

@@ -1,4 +1,4 @@
-"""Filing: one GitHub issue per corpus entry whose signature is not filed yet.
+"""The GitHub client: files one issue per corpus entry whose signature is not filed yet.
 
 :func:`file_issues` renders each entry as an issue (:func:`fuzz.report.render_issue`), puts
 a marker with the signature at the end of the body, lists the repository's open issues
