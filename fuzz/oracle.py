@@ -47,7 +47,16 @@ from fuzz.decline import Decline, block_reasons
 from fuzz.execute import Execution, Failure, Outputs, Stage
 from fuzz.reference import Expected, Reference
 
-__all__ = ["Finding", "Symptom", "Verdict", "judge", "missed_fold", "must_not_fold_reasons", "within_bound"]
+__all__ = [
+    "Finding",
+    "Symptom",
+    "Verdict",
+    "describe",
+    "judge",
+    "missed_fold",
+    "must_not_fold_reasons",
+    "within_bound",
+]
 
 
 class Symptom(str, enum.Enum):
@@ -88,6 +97,8 @@ class Finding:
     stage: str
     message: str
     error_type: str = ""
+    #: for a finding about one element: (output index, element index), else None
+    element: tuple[int, tuple[int, ...]] | None = None
 
 
 @dataclass(frozen=True)
@@ -200,6 +211,7 @@ def _compare(
                     f"output {i}{list(at)}: unfolded program gives {float(base[at])!r}, reference "
                     f"{float(ref[at])!r}, error {float(base_err[at]):.3g} "
                     f"> bound {float(expected.bound[at]):.3g}",
+                    element=(i, at),
                 )
             )
         # Only where the unfolded program really is finite: where it is not, although the
@@ -213,6 +225,7 @@ def _compare(
                     "compare",
                     f"output {i}{list(at)}: folded program gives {float(fold[at])!r} where the unfolded "
                     f"program is robustly finite ({float(base[at])!r}; reference {float(ref[at])!r})",
+                    element=(i, at),
                 )
             )
         allowed = expected.bound + np.where(np.isfinite(base_err), base_err, np.inf)
@@ -231,6 +244,7 @@ def _compare(
                     f"{float(base[at])!r}, reference {float(ref[at])!r}; error {float(fold_err[at]):.3g} "
                     f"> allowed {float(allowed[at]):.3g} (bound {float(expected.bound[at]):.3g} + unfolded "
                     f"error); {int(off.sum())} of {int(checked.sum())} judged elements off",
+                    element=(i, at),
                 )
             )
     return pass_findings, lowering, worst
@@ -307,7 +321,7 @@ def judge(
             Finding(
                 Symptom.BASELINE_SIGNATURE_CHANGE,
                 "run",
-                f"the unfolded program returns {_describe(baseline)} but declares "
+                f"the unfolded program returns {describe(baseline)} but declares "
                 + ", ".join(f"{d}{list(s)}" for s, d in declared),
             )
         )
@@ -317,7 +331,7 @@ def judge(
                 Finding(
                     Symptom.SIGNATURE_CHANGE,
                     "compare",
-                    f"outputs changed from {_describe(baseline)} to {_describe(folded)}",
+                    f"outputs changed from {describe(baseline)} to {describe(folded)}",
                 )
             )
     elif isinstance(folded, Outputs):
@@ -329,7 +343,7 @@ def judge(
                 Finding(
                     Symptom.SIGNATURE_CHANGE,
                     "compare",
-                    f"outputs changed from {_describe(baseline)} to {_describe(folded)}",
+                    f"outputs changed from {describe(baseline)} to {describe(folded)}",
                 )
             )
         else:
@@ -396,5 +410,6 @@ def _signature(outputs: Outputs) -> tuple[tuple[tuple[int, ...], str], ...]:
     return tuple(zip(outputs.shapes, outputs.dtypes, strict=True))
 
 
-def _describe(outputs: Outputs) -> str:
+def describe(outputs: Outputs) -> str:
+    """The outputs as ``dtype[shape]`` items (what a signature change reports)."""
     return ", ".join(f"{d}{list(s)}" for s, d in zip(outputs.shapes, outputs.dtypes, strict=True))

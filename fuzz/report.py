@@ -11,7 +11,6 @@ on its own and re-checks the bug.
 from __future__ import annotations
 
 import importlib.util
-import re
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from fuzz.check import check
 from fuzz.corpus import Entry
 from fuzz.execute import Outputs
 from fuzz.minimize import minimality
+from fuzz.oracle import describe
 from fuzz.passes import resolve_pass
 from fuzz.pipeline import DEFAULT_PIPELINE
 from fuzz.script import pipeline_text, render_script
@@ -31,9 +31,6 @@ __all__ = ["render_issue", "render_script"]
 
 # ---------------------------------------------------------------------------
 # issue text
-
-
-_ELEMENT = re.compile(r"output (\d+)\[([\d, ]+)\]")
 
 
 def _actual(entry: Entry) -> str:
@@ -54,23 +51,20 @@ def _actual(entry: Entry) -> str:
     after = ex.folded if isinstance(ex.folded, Outputs) else None
     if finding.symptom.value == "must-not-fold" and before is not None and after is not None:
         first = [v.ravel()[:4].tolist() for v in (before.values[0], after.values[0])]
-        reason = finding.message.split(": ", 1)[-1]
+        reason = "; ".join(map(str, checked.verdict.must_not_fold))
         return (
             f"The pass folds the batch_norm although {reason}. Output 0 (first values) without the "
             f"pass: {first[0]}; after {the}: {first[1]}."
         )
-    if finding.symptom.value == "signature-change" and finding.message.startswith("outputs changed from "):
-        before_sig, _, after_sig = finding.message.removeprefix("outputs changed from ").partition(" to ")
+    if finding.symptom.value == "signature-change" and before is not None and after is not None:
         return (
-            f"Without {the} the function returns {before_sig} (dtype[shape]); after {the} it "
-            f"returns {after_sig}, so anything downstream of this function sees a different tensor."
+            f"Without {the} the function returns {describe(before)} (dtype[shape]); after {the} it "
+            f"returns {describe(after)}, so anything downstream of this function sees a different tensor."
         )
-    match = _ELEMENT.search(finding.message)
-    if match is None or before is None or after is None:
+    if finding.element is None or before is None or after is None:
         return finding.message
-    k = int(match.group(1))
-    index = tuple(int(i) for i in match.group(2).split(","))
-    where = f"output {k}, element [{match.group(2)}]"
+    k, index = finding.element
+    where = f"output {k}, element [{', '.join(map(str, index))}]"
     b, a = float(before.values[k][index]), float(after.values[k][index])
     exact = float(checked.reference.outputs[k].value[index])
     bound = float(checked.reference.outputs[k].bound[index])
