@@ -9,13 +9,12 @@ float64 reference (:func:`fuzz.reference.reference`) and asks the oracle for a v
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, replace
 
 from fuzz.build import build_module
 from fuzz.case import Case
 from fuzz.compat import structural_equal
-from fuzz.execute import Execution, Failure, Outputs, Runner, execute
+from fuzz.execute import Execution, Failure, Runner, execute
 from fuzz.oracle import Finding, Symptom, Verdict, judge, within_bound
 from fuzz.passes import PassFactory, claims_complete_fold
 from fuzz.pipeline import Pipeline, PipelinePass, gated
@@ -59,7 +58,7 @@ def check(
     structurally equal modules (``sequential-direct-mismatch``).
     """
     ref = reference(case)
-    needed = None if lowering else functools.partial(_baseline_needed, ref)
+    needed = None if lowering else (lambda folded: not within_bound(ref, folded))
     if pipeline is None:
         execution = execute(case, make_pass, runner, unchanged=lowering, baseline_needed=needed)
         complete = claims_complete_fold(make_pass) if must_fold is None else must_fold
@@ -81,10 +80,6 @@ def check(
         if mismatch is not None:
             verdict = replace(verdict, findings=(mismatch,))
     return Checked(case, execution, ref, verdict, pipeline, skipped)
-
-
-def _baseline_needed(ref: Reference, folded: Outputs) -> bool:
-    return not within_bound(ref, folded)
 
 
 def _sequential_mismatch(case: Case, pipeline: Pipeline, make_pass: PassFactory) -> Finding | None:

@@ -230,8 +230,7 @@ def _compare(
             )
         allowed = expected.bound + np.where(np.isfinite(base_err), base_err, np.inf)
         checked = judged & np.isfinite(fold)
-        ratio = np.where(checked & (allowed > 0), fold_err / np.where(allowed > 0, allowed, 1), 0)
-        ratio = np.where(checked & (allowed == 0) & (fold_err > 0), np.inf, ratio)
+        ratio = _ratios(fold_err, allowed, checked)
         worst = float(np.max(ratio)) if ratio.size else 0.0
         off = checked & ~(fold_err <= allowed)
         if off.any():
@@ -382,6 +381,7 @@ def within_bound(reference: Reference, folded: Outputs) -> bool:
             finite = np.isfinite(fold)
             if (expected.robust & ~finite).any():
                 return False
+            # the comparison judge makes (a ratio could round to 1 where the error is above)
             if (expected.judged & finite & ~(np.abs(fold - expected.value) <= expected.bound)).any():
                 return False
     return True
@@ -393,12 +393,17 @@ def _bound_ratio(expected: Expected, folded: np.ndarray[Any, Any]) -> float:
     bound plus the unfolded error)."""
     with np.errstate(all="ignore"):
         fold = folded.astype(expected.value.dtype)
-        err = np.abs(fold - expected.value)
-        checked = expected.judged & np.isfinite(fold)
-        bound = expected.bound
-        ratio = np.where(checked & (bound > 0), err / np.where(bound > 0, bound, 1), 0)
-        ratio = np.where(checked & (bound == 0) & (err > 0), np.inf, ratio)
+        ratio = _ratios(np.abs(fold - expected.value), expected.bound, expected.judged & np.isfinite(fold))
         return float(np.max(ratio)) if ratio.size else 0.0
+
+
+def _ratios(
+    err: np.ndarray[Any, Any], allowed: np.ndarray[Any, Any], checked: np.ndarray[Any, Any]
+) -> np.ndarray[Any, Any]:
+    """``err / allowed`` where ``checked`` (inf where nothing is allowed but the error is
+    not 0; NaN where the error is), 0 elsewhere: above 1 is a miss."""
+    ratio = np.where(checked & (allowed > 0), err / np.where(allowed > 0, allowed, 1), 0)
+    return np.where(checked & (allowed == 0) & (err > 0), np.inf, ratio)
 
 
 def _ordered(findings: list[Finding]) -> list[Finding]:
