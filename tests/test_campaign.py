@@ -155,7 +155,12 @@ def test_a_shrink_checks_each_passing_value_set_once() -> None:
             raise StopCampaign("the first bug is shrunk")  # before a second round starts
 
     result = run_campaign(
-        resolve_pass("fixed"), max_examples=2000, seed=3, checker=checker, on_progress=on_progress
+        resolve_pass("fixed"),
+        max_examples=2000,
+        seed=3,
+        checker=checker,
+        on_progress=on_progress,
+        shrink_seconds=600,  # never reached: the shrink ends on its own, however slow the machine
     )
     assert [hit.finding.message for hit in result.hits] == ["synthetic: |x| > 8"]
     assert len(passed) > 3  # the shrink did check passing value sets ...
