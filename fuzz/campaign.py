@@ -23,109 +23,40 @@ records attribute combinations and whether the pass fired (see ``pytest
 
 from __future__ import annotations
 
-import signal
-import sys
-import threading
 import time
 import warnings
-from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import hypothesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from hypothesis.database import DirectoryBasedExampleDatabase, ExampleDatabase
+from hypothesis.database import ExampleDatabase
 from hypothesis.errors import Flaky, HypothesisWarning
-from hypothesis.internal.conjecture import engine
 from hypothesis.reporting import with_reporter
 
 import strategies
 from fuzz.attributes import classify
+from fuzz.campaign_control import CtrlC, default_shrink_seconds, shrinking_capped
+from fuzz.campaign_result import CampaignResult, Hit, Progress, record_checked, record_events
 from fuzz.case import Case
 from fuzz.check import Checked, check
 from fuzz.execute import Runner
-from fuzz.minimize import simplify, with_defaults_except
+from fuzz.minimize import simplify
 from fuzz.oracle import Finding, Symptom
 from fuzz.passes import PassFactory
 from fuzz.pipeline import Pipeline
 from fuzz.signature import Signature
+from fuzz.simplifications import with_defaults_except
 
 __all__ = [
     "BATCH_SIZE",
     "EPOCH_EXAMPLES",
     "FURTHER_COUNTS",
-    "SHRINK_DEADLINE",
-    "CampaignResult",
-    "Hit",
-    "Progress",
     "StopCampaign",
-    "default_shrink_seconds",
-    "example_database",
     "run_campaign",
 ]
-
-
-@dataclass
-class Hit:
-    """One distinct bug: its signature, shrunk case and how it was found."""
-
-    signature: Signature
-    finding: Finding
-    checked: Checked
-    first_seconds: float
-    shrink_seconds: float
-    hits: int = 1
-
-
-@dataclass
-class Progress:
-    examples: int
-    seconds: float
-    hits: list[Hit]
-    shrinking: bool
-    #: when shrinking starts: the new bug's finding and case, as first seen (not shrunk)
-    new: tuple[Finding, Case] | None = None
-
-
-@dataclass
-class CampaignResult:
-    examples: int
-    seconds: float
-    hits: list[Hit]
-    #: checked value sets whose module the pass changed, out of ``examples``
-    changed: int = 0
-    #: Hypothesis examples run (each a batch of value sets of one structure), shrinking aside
-    batches: int = 0
-    #: the campaign was stopped by Ctrl-C (what it found is kept)
-    interrupted: bool = False
-    #: why ``on_progress`` stopped the campaign early (:class:`StopCampaign`), if it did
-    stopped: str | None = None
-    #: how often each (attribute combination, fired) pair was run
-    coverage: Counter[str] = field(default_factory=Counter)
-    #: findings against TVM's lowering (the unfolded program), by symptom and dtype
-    lowering: Counter[str] = field(default_factory=Counter)
-    skipped: Counter[str] = field(default_factory=Counter)
-    #: Hypothesis runs: one per distinct bug, plus the last one that found none
-    rounds: int = 0
-    #: passes a pipeline's Sequential skipped by opt-level gating (events, not bugs)
-    gated: Counter[str] = field(default_factory=Counter)
-    #: per checked value set: the worst error / allowed ratio, and (where the pass changed
-    #: the module) the fold pressure, for the campaign report
-    ratios: list[float] = field(default_factory=list)
-    pressures: list[float] = field(default_factory=list)
-
-
-def default_shrink_seconds(budget_seconds: float | None) -> float:
-    """The longest Hypothesis shrinks one finding: a sixtieth of the budget, between 2 and
-    60 seconds (60 without a time budget), so that a short campaign spends most of its
-    time searching. What a capped shrink leaves, the campaign's own simplifier (the
-    attributes, the structure, at most twice as long) takes further."""
-    if budget_seconds is None:
-        return 60.0
-    return min(60.0, max(2.0, budget_seconds / 60))
 
 
 #: The most value sets of one structure one example checks.
@@ -140,43 +71,6 @@ MEMO_SIZE = 4096
 #: Examples (batches) per Hypothesis run; the next run starts from a fresh seed, so a
 #: long campaign does not settle on the structures one run's generator favours.
 EPOCH_EXAMPLES = 500
-
-
-class _CtrlC:
-    """Ctrl-C during a campaign: the first one lets the case in hand finish, then stops the
-    campaign; a second one stops it at once.
-
-    Python's default handler raises ``KeyboardInterrupt`` wherever the interpreter is. Inside
-    a Python pass that TVM's C++ calls back (upstream's fold is one), TVM's FFI turns that
-    into a ``RuntimeError`` with an empty message, which the fuzzer would record as a crash
-    of the pass, and the campaign would go on to its budget.
-    """
-
-    def __init__(self) -> None:
-        self.requested = False
-
-    def __call__(self, signum: int, frame: object) -> None:
-        if self.requested:
-            raise KeyboardInterrupt
-        self.requested = True
-        print("bnfuzz: stopping after the case in hand (Ctrl-C again: at once)", file=sys.stderr)
-
-    def raise_if_requested(self) -> None:
-        if self.requested:
-            raise KeyboardInterrupt
-
-    @contextmanager
-    def installed(self) -> Iterator[None]:
-        """Handle SIGINT for the block (signal handlers belong to the main thread only;
-        elsewhere this does nothing)."""
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = signal.signal(signal.SIGINT, self)
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGINT, previous)
 
 
 class StopCampaign(BaseException):
@@ -218,7 +112,7 @@ class _Campaign:
     round_examples: int = 0
     first_seconds: float = 0.0
     shrink_start: float = 0.0
-    ctrl_c: _CtrlC = field(default_factory=_CtrlC)
+    ctrl_c: CtrlC = field(default_factory=CtrlC)
     #: value sets the current round's shrink has checked without a finding: whether the
     #: pass changed them (so a shrink step checks only what it changed)
     passing: dict[tuple[Case, Pipeline | None], bool] = field(default_factory=dict)
@@ -275,7 +169,7 @@ class _Campaign:
                     self.ctrl_c.raise_if_requested()
                     done.append(checked)
                     if not shrinking:
-                        _record(self.result, checked, combo)
+                        record_checked(self.result, checked, combo)
                     if not shrinking and self.result.examples % 10 == 0:
                         self.progress(False)
                     self._raise_if_new(checked, shrinking)
@@ -300,7 +194,7 @@ class _Campaign:
                     self.passing.clear()
                 self.passing.update(passed)
             if done:
-                _events(done)
+                record_events(done)
 
     def _raise_if_new(self, checked: Checked, shrinking: bool) -> None:
         finding = checked.verdict.primary
@@ -329,7 +223,7 @@ class _Campaign:
         lacks (the overflow again, now with a conv bias) would start a round and a shrink
         of its own, which keeps the attribute because the simpler case is covered already.
         So, for each known bug with the same symptom, the case's other attributes are set
-        back to their defaults at once (:func:`fuzz.minimize.with_defaults_except`, values
+        back to their defaults at once (:func:`fuzz.simplifications.with_defaults_except`, values
         untouched) and checked again: if that bug's signature covers the result, it is
         that bug. One check per known bug instead of a shrink; a bug that needs the
         attribute stays new."""
@@ -380,7 +274,7 @@ class _Campaign:
             with (
                 with_reporter(lambda _message: None),
                 warnings.catch_warnings(),
-                _shrinking_capped(self.shrink_seconds),
+                shrinking_capped(self.shrink_seconds),
             ):
                 warnings.filterwarnings("ignore", "Generating overly large repr", HypothesisWarning)
                 test()
@@ -400,36 +294,6 @@ class _Campaign:
             first_seconds=self.first_seconds,
             shrink_seconds=time.monotonic() - self.shrink_start,
         )
-
-
-#: The one Hypothesis internal the fuzzer touches: the shrinker's deadline (five minutes),
-#: a module constant of Hypothesis's engine. Hypothesis has no public setting for it; the
-#: campaign needs a shorter one (:func:`default_shrink_seconds`). ``tests/test_campaign.py``
-#: checks that the installed Hypothesis still has it; without it, shrinking is not capped.
-SHRINK_DEADLINE = "MAX_SHRINKING_SECONDS"
-
-
-@contextmanager
-def _shrinking_capped(seconds: float) -> Iterator[None]:
-    """Hypothesis's shrinker stops after ``seconds`` instead of its five minutes.
-
-    A test body that merely returns once the cap has passed leaves the shrinker drawing
-    and discarding cases for seconds more; one that raises a ``BaseException`` to stop it
-    makes Hypothesis save that (passing) case to the example database as a failure. The
-    shrinker's own deadline (:data:`SHRINK_DEADLINE`) ends it cleanly: the last failing
-    case is replayed and saved as usual."""
-    if not hasattr(engine, SHRINK_DEADLINE):
-        warnings.warn(
-            f"this Hypothesis has no engine.{SHRINK_DEADLINE}: shrinking is not capped", RuntimeWarning, 2
-        )
-        yield
-        return
-    previous = getattr(engine, SHRINK_DEADLINE)
-    setattr(engine, SHRINK_DEADLINE, seconds)
-    try:
-        yield
-    finally:
-        setattr(engine, SHRINK_DEADLINE, previous)
 
 
 def run_campaign(
@@ -455,7 +319,7 @@ def run_campaign(
     alone. ``checker`` replaces :func:`check` (``make_pass`` and ``runner`` are then
     unused): :class:`fuzz.isolate.IsolatedChecker` runs each case in a worker process.
     ``database``: a Hypothesis example database shared with other campaigns (see
-    :func:`example_database`); failures found anywhere are replayed here first.
+    :func:`fuzz.campaign_control.example_database`); failures found anywhere are replayed here first.
     ``lowering``: also judge TVM's own lowering (``baseline-*``) everywhere: build and run
     the graphs the pass leaves unchanged, and the unfolded program of every value set.
     Otherwise a structure the pass does not change costs no compilation, and the unfolded
@@ -464,7 +328,8 @@ def run_campaign(
     search moves on faster.
 
     ``shrink_seconds`` caps Hypothesis's shrinking of one finding (default
-    :func:`default_shrink_seconds` of the budget); then, unless ``checker`` is given, each
+    :func:`fuzz.campaign_control.default_shrink_seconds` of the budget); then, unless
+    ``checker`` is given, each
     attribute the shrunk case still has is tried back at its default
     (:func:`fuzz.minimize.simplify`, at most twice as long), so that an attribute the
     capped shrink left behind does not make a known bug look new.
@@ -542,42 +407,3 @@ def _run_rounds(
             continue
         campaign.result.hits.append(hit)
         campaign.progress(False)
-
-
-def example_database(where: str) -> ExampleDatabase:
-    """The example database at ``where``: a folder, or ``redis://HOST:PORT[/DB]`` for a Redis
-    server that campaigns on many machines share (needs the ``redis`` package)."""
-    if where.startswith(("redis://", "rediss://", "unix://")):
-        import redis
-        from hypothesis.extra.redis import RedisExampleDatabase
-
-        return RedisExampleDatabase(redis.Redis.from_url(where), key_prefix=b"bnfold-fuzz:")
-    return DirectoryBasedExampleDatabase(where)
-
-
-def _events(batch: list[Checked]) -> None:
-    """Hypothesis events for one example: attribute combination and whether the pass fired
-    (once per batch: its value sets share the structure)."""
-    attrs = classify(batch[0].case)
-    hypothesis.event(f"fired={any(c.execution.fired for c in batch)}")
-    hypothesis.event(f"dtype={attrs['dtype']} layout={attrs['data_layout']}/{attrs['kernel_layout']}")
-    for name in batch[0].gated:
-        hypothesis.event(f"gated by opt level: {name}")
-
-
-def _record(result: CampaignResult, checked: Checked, combo: str) -> None:
-    """The campaign's own coverage counters for one checked value set (``combo``: its
-    attribute combination, the same for a whole batch)."""
-    verdict = checked.verdict
-    fired = checked.execution.fired
-    result.changed += checked.execution.changed
-    result.coverage[f"{combo},fired={fired}"] += 1
-    result.ratios.append(verdict.worst_ratio)
-    if checked.execution.changed:
-        result.pressures.append(checked.reference.fold_pressure)
-    for low in verdict.lowering:
-        result.lowering[f"{low.symptom.value}[dtype={checked.case.dtype}]"] += 1
-    if verdict.skipped:
-        result.skipped[verdict.skipped] += 1
-    for name in checked.gated:
-        result.gated[name] += 1

@@ -61,7 +61,7 @@ def histograms(ratios: Iterable[float], pressures: Iterable[float]) -> dict[str,
 def _plot(summary: dict[str, Any], path: Path) -> None:
     import matplotlib
 
-    from fuzz.corpus import write_atomic
+    from fuzz.storage import write_atomic
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -89,7 +89,7 @@ def _plot(summary: dict[str, Any], path: Path) -> None:
 def write_report(summary: dict[str, Any], directory: Path, findings_dir: Path | None) -> Path:
     """Write ``report.md`` and ``report.png`` into ``directory``, each whole or not at all
     (:func:`fuzz.corpus.write_atomic`); the Markdown's path."""
-    from fuzz.corpus import file_name, write_atomic
+    from fuzz.storage import file_name, write_atomic
 
     directory.mkdir(parents=True, exist_ok=True)
     seconds = summary["seconds"] or 1.0

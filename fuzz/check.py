@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from fuzz.build import build_module
 from fuzz.case import Case
 from fuzz.compat import structural_equal
-from fuzz.execute import Execution, Failure, Runner, execute
+from fuzz.execute import Execution, Failure, Runner, Stage, execute
 from fuzz.oracle import Finding, Symptom, Verdict, judge, within_bound
 from fuzz.passes import PassFactory, claims_complete_fold
 from fuzz.pipeline import Pipeline, PipelinePass, gated
@@ -88,11 +88,11 @@ def _sequential_mismatch(case: Case, pipeline: Pipeline, make_pass: PassFactory)
         as_sequential = PipelinePass(pipeline, make_pass, sequential=True)(module)
         as_calls = PipelinePass(pipeline, make_pass, sequential=False)(module)
     except Exception as exc:  # one mode raised where the other did not
-        return Finding(Symptom.SEQUENTIAL_MISMATCH, "pass", f"one mode raised {type(exc).__name__}")
+        return Finding(Symptom.SEQUENTIAL_MISMATCH, Stage.PASS, f"one mode raised {type(exc).__name__}")
     if structural_equal(as_sequential, as_calls):
         return None
     return Finding(
         Symptom.SEQUENTIAL_MISMATCH,
-        "pass",
+        Stage.PASS,
         "Sequential and direct calls of the same passes, every pass enabled, give different modules",
     )

@@ -7,10 +7,8 @@ pass has a finding on it; ``passes``: none), with a reason, and where it came fr
 :func:`dumps_entry` writes it with sorted keys and a two-space indent, so a file
 changes only when its content does.
 
-:func:`promote` turns a campaign finding (a file ``bnfuzz run --out`` wrote) into an
-entry: the expectations are not typed in but measured, by replaying the case on every
-pass named (see :func:`replay`). :func:`replay` checks an entry against one pass and
-says whether the pass did what the entry expects.
+:func:`fuzz.promote.promote` makes entries from campaign findings. :func:`replay` checks
+an entry against one pass and says whether the pass did what the entry expects.
 
 Key idea: a bad entry is reported as :class:`EntryError` naming the file and the field,
 never as a traceback, and one bad file does not stop the others from replaying.
@@ -19,20 +17,15 @@ never as a traceback, and one bad file does not stop the others from replaying.
 from __future__ import annotations
 
 import json
-import os
-import platform
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import hypothesis
-
-from fuzz.case import Case, CaseError, case_from_json, case_to_json
+from fuzz.case import Case, CaseError
+from fuzz.case_json import case_from_json, case_to_json
 from fuzz.check import Checked, check
-from fuzz.compat import tvm_version
 from fuzz.errors import BnfuzzError
-from fuzz.minimize import simplify
+from fuzz.execute import Stage
 from fuzz.oracle import Symptom
 from fuzz.passes import resolve_pass
 from fuzz.pipeline import Pipeline, PipelineError, pipeline_from_json, pipeline_to_json
@@ -44,14 +37,12 @@ __all__ = [
     "Replay",
     "check_entry",
     "dumps_entry",
-    "file_name",
     "load_entry",
-    "promote",
     "replay",
-    "write_atomic",
 ]
 
-ENTRY_SCHEMA = 1
+#: 2 added ``error_type`` and ``stderr``; a schema-1 entry is read with both empty.
+ENTRY_SCHEMA = 2
 #: Seconds a worker may take on one entry before it counts as a hang.
 ISOLATED_TIMEOUT = 120.0
 EXPECTATIONS = ("fails", "passes")
@@ -74,9 +65,13 @@ class Entry:
     case: Case
     pass_name: str
     symptom: str
-    stage: str
+    stage: Stage
     signature: str
     message: str
+    #: the exception's type for pass-exception, the signal for crash, else ""
+    error_type: str
+    #: what the worker process printed to stderr before it died (crash), else ""
+    stderr: str
     #: pass name -> "fails" or "passes"
     expect: dict[str, str]
     #: pass name -> why (the finding's message, or "no finding")
@@ -87,10 +82,18 @@ class Entry:
     pipeline: Pipeline | None = None
 
     @property
+    def kind(self) -> Symptom | None:
+        """The symptom as the oracle's enum; None for an entry that shows no bug (a decline)."""
+        try:
+            return Symptom(self.symptom)
+        except ValueError:
+            return None
+
+    @property
     def isolated(self) -> bool:
         """Whether checking this entry kills or hangs the process: then it is checked in a
         worker (:mod:`fuzz.isolate`)."""
-        return self.symptom in (Symptom.CRASH.value, Symptom.TIMEOUT.value)
+        return self.kind in (Symptom.CRASH, Symptom.TIMEOUT)
 
 
 def _to_json(entry: Entry) -> dict[str, Any]:
@@ -100,9 +103,11 @@ def _to_json(entry: Entry) -> dict[str, Any]:
         "case": case_to_json(entry.case),
         "pass": entry.pass_name,
         "symptom": entry.symptom,
-        "stage": entry.stage,
+        "stage": entry.stage.value,
         "signature": entry.signature,
         "message": entry.message,
+        "error_type": entry.error_type,
+        "stderr": entry.stderr,
         "expect": entry.expect,
         "reason": entry.reason,
         "provenance": entry.provenance,
@@ -135,8 +140,12 @@ def load_entry(path: Path | str) -> Entry:
     if not isinstance(obj, dict):
         raise EntryError(path, "file", "expected a JSON object")
     schema = _field(obj, "schema", int, path)
-    if schema != ENTRY_SCHEMA:
-        raise EntryError(path, "schema", f"unknown schema version {schema}; this tool reads {ENTRY_SCHEMA}")
+    if schema not in (1, ENTRY_SCHEMA):
+        raise EntryError(
+            path, "schema", f"unknown schema version {schema}; this tool reads 1 and {ENTRY_SCHEMA}"
+        )
+    if schema == 1:  # before error_type and stderr were fields: `bnfuzz promote` rewrites it as 2
+        obj = {"error_type": "", "stderr": ""} | obj
     try:
         case = case_from_json(obj.get("case"))
     except CaseError as exc:
@@ -149,14 +158,25 @@ def load_entry(path: Path | str) -> Entry:
         case=case,
         pass_name=_field(obj, "pass", str, path),
         symptom=_field(obj, "symptom", str, path),
-        stage=_field(obj, "stage", str, path),
+        stage=_stage(_field(obj, "stage", str, path), path),
         signature=_field(obj, "signature", str, path),
         message=_field(obj, "message", str, path),
+        error_type=_field(obj, "error_type", str, path),
+        stderr=_field(obj, "stderr", str, path),
         expect=expect,
         reason=_field(obj, "reason", dict, path),
         provenance=_field(obj, "provenance", dict, path),
         pipeline=_pipeline(obj.get("pipeline"), path),
     )
+
+
+def _stage(value: str, path: Path) -> Stage:
+    try:
+        return Stage(value)
+    except ValueError:
+        raise EntryError(
+            path, "stage", f"{value!r} is not one of {', '.join(s.value for s in Stage)}"
+        ) from None
 
 
 def _pipeline(obj: Any, path: Path) -> Pipeline | None:
@@ -165,8 +185,7 @@ def _pipeline(obj: Any, path: Path) -> Pipeline | None:
     try:
         return pipeline_from_json(obj)
     except PipelineError as exc:
-        field, _, message = str(exc).partition(": ")
-        raise EntryError(path, f"pipeline.{field}" if message else "pipeline", message or field) from None
+        raise EntryError(path, "pipeline" + (f".{exc.field}" if exc.field else ""), exc.detail) from None
 
 
 def check_entry(case: Case, pass_name: str, pipeline: Pipeline | None, isolated: bool) -> Checked:
@@ -198,137 +217,3 @@ def replay(entry: Entry, pass_name: str) -> Replay:
     checked = check_entry(entry.case, pass_name, entry.pipeline, entry.isolated)
     status = "passes" if checked.verdict.primary is None else "fails"
     return Replay(pass_name, entry.expect.get(pass_name), status, checked)
-
-
-def _reason(checked: Checked) -> str:
-    finding = checked.verdict.primary
-    if finding is None:
-        return "no finding: built, ran and stayed within the error bound"
-    return f"{finding.symptom.value} at {finding.stage}: {finding.message}"
-
-
-def file_name(signature: str) -> str:
-    """The file a finding or entry with ``signature`` is stored in."""
-    return "".join(c if c.isalnum() or c in "-_=" else "_" for c in signature)[:120] + ".json"
-
-
-def _finding_record(path: Path) -> dict[str, Any]:
-    """A ``bnfuzz run --out`` finding, or a corpus entry in the same terms (to re-promote it)."""
-    try:
-        record = json.loads(path.read_text())
-        if "schema" in record:  # a corpus entry
-            entry = load_entry(path)
-            return {
-                "case": case_to_json(entry.case),
-                "pass_name": entry.pass_name,
-                "signature": entry.signature,
-                "message": entry.message,
-                "stage": entry.stage,
-                "symptom": entry.symptom,
-                "seed": entry.provenance.get("seed"),
-                "found_by": entry.provenance.get("found_by"),
-                "pipeline": None if entry.pipeline is None else pipeline_to_json(entry.pipeline),
-            }
-        record["case"] = case_to_json(case_from_json(record["case"]))
-        if record.get("pipeline") is not None:
-            pipeline_from_json(record["pipeline"])  # validates it
-        str(record["signature"])
-        return dict(record)
-    except EntryError:
-        raise
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise EntryError(path, "file", f"not a finding written by bnfuzz run --out ({exc})") from None
-
-
-def promote(
-    finding_path: Path, corpus: Path, passes: tuple[str, ...] = ("upstream", "fixed")
-) -> tuple[Path, str | None]:
-    """Turn a ``bnfuzz run --out`` finding into a corpus entry in ``corpus``; return its path,
-    and None, or what was done when an entry with the same signature was already there:
-    the smaller case is kept (the other one is the same bug).
-
-    The case is first made simpler where the same bug survives
-    (:func:`fuzz.minimize.simplify`), and its message is measured afresh. The
-    expectation for each of ``passes`` is measured by replaying the case on it. A
-    corpus entry can be promoted again, to re-minimise it and re-measure its
-    expectations on the installed TVM.
-    """
-    record = _finding_record(finding_path)
-    pass_name = str(record.get("pass_name", ""))
-    case = case_from_json(record["case"])
-    pipeline = pipeline_from_json(record["pipeline"]) if record.get("pipeline") is not None else None
-    symptom = str(record.get("symptom", ""))
-    isolated = symptom in (Symptom.CRASH.value, Symptom.TIMEOUT.value)
-    narrowed = None
-    if not isolated:  # a crash would end this process: such cases stay as Hypothesis shrank them
-        case, pipeline, narrowed = simplify(case, resolve_pass(pass_name), pipeline)
-    signature = str(narrowed) if narrowed is not None else str(record["signature"])
-    found = check_entry(case, pass_name, pipeline, isolated).verdict.primary
-    expect: dict[str, str] = {}
-    reason: dict[str, str] = {}
-    for name in passes:
-        checked = check_entry(case, name, pipeline, isolated)
-        expect[name] = "passes" if checked.verdict.primary is None else "fails"
-        reason[name] = _reason(checked)
-    entry = Entry(
-        case=case,
-        pass_name=pass_name,
-        symptom=symptom,
-        stage=found.stage if found else str(record.get("stage", "")),
-        signature=signature,
-        message=found.message if found else str(record.get("message", "")),
-        expect=expect,
-        reason=reason,
-        provenance={
-            "tvm": tvm_version(),
-            "tvm_commit": _tvm_commit(),
-            "hypothesis": hypothesis.__version__,
-            "python": platform.python_version(),
-            "platform": platform.platform(),
-            "seed": record.get("seed"),
-            "found_by": record.get("found_by")
-            or f"bnfuzz run --pass {pass_name} --seed {record.get('seed')}"
-            + (" --pipelines" if pipeline is not None else ""),
-        },
-        pipeline=pipeline,
-    )
-    corpus.mkdir(parents=True, exist_ok=True)
-    target = corpus / file_name(signature)
-    kept = None
-    if target.exists() and target.resolve() != finding_path.resolve():
-        try:
-            there = load_entry(target)
-        except EntryError:
-            there = None  # unreadable: replaced
-        if there is not None and there.signature == signature:
-            if there.case.size <= case.size:
-                return target, f"kept its case ({there.case.size} values, this one {case.size})"
-            kept = f"replaced its case ({there.case.size} values) by this smaller one ({case.size})"
-    write_atomic(target, dumps_entry(entry))
-    return target, kept
-
-
-def _tvm_commit() -> str:
-    """The TVM build's git commit, where the build records one (PyPI wheels do not)."""
-    try:
-        import tvm
-
-        commit = tvm.support.libinfo().get("GIT_COMMIT_HASH", "")
-    except Exception:
-        commit = ""
-    return str(commit) or "not recorded in this TVM build"
-
-
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write ``data`` to ``path`` by a rename: readers see the old file or the new one, never
-    half; if the write fails (a full disk), the old file stays and no temporary is left."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())  # on disk before the rename makes it visible
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fuzz.case import Block, Case, Topology, np_dtype
-from fuzz.reference import dtype_facts, epsilon_dtype
+from fuzz.numerics import dtype_facts, epsilon_dtype
 
 __all__ = ["MUST_NOT_FOLD", "RANGE_SLACK", "Decline", "Reason", "block_reasons"]
 

@@ -31,7 +31,7 @@ from fuzz.compat import tvm_version
 from fuzz.corpus import Entry
 from fuzz.decline import Reason, block_reasons
 from fuzz.errors import BnfuzzError
-from fuzz.execute import count_batch_norms
+from fuzz.execute import Stage, count_batch_norms
 from fuzz.passes import PassFactory, resolve_pass
 
 __all__ = ["DECLINED", "DeclineNotFound", "decline_entry", "find_decline"]
@@ -98,15 +98,17 @@ def decline_entry(
         why[name] = (
             "no finding: kept the batch_norm, for a stated reason"
             if finding is None
-            else f"{finding.symptom.value} at {finding.stage}: {finding.message}"
+            else f"{finding.symptom.value} at {finding.stage.value}: {finding.message}"
         )
     return Entry(
         case=case,
         pass_name=pass_name,
         symptom=DECLINED,
-        stage="pass",
+        stage=Stage.PASS,
         signature=f"{DECLINED}[reason={reason.name.lower()}]",
         message=f"{pass_name} keeps the batch_norm: " + "; ".join(map(str, stated)),
+        error_type="",
+        stderr="",
         expect=expect,
         reason=why,
         provenance={

@@ -12,7 +12,7 @@ one line on standard error and :data:`EXIT_ERROR`, in one place (``fuzz.cli.main
 
 from __future__ import annotations
 
-__all__ = ["EXIT_ERROR", "BnfuzzError"]
+__all__ = ["EXIT_ERROR", "BnfuzzError", "UsageError"]
 
 #: The exit code of ``bnfuzz`` for a :class:`BnfuzzError` (and for bad arguments).
 EXIT_ERROR = 2
@@ -31,3 +31,8 @@ class BnfuzzError(Exception):
         self.detail = detail
         self.field = field
         self.where = where
+
+
+class UsageError(BnfuzzError):
+    """Bad command-line input (an option's value, an output folder that cannot be written):
+    reported in one line, exit 2."""

@@ -76,12 +76,15 @@ TARGET = tvm.target.Target({"kind": "llvm", "opt-level": 0})
 
 
 class Stage(str, enum.Enum):
-    """Where a :class:`Failure` happened."""
+    """Where a :class:`Failure` happened (pass, well-formedness, build, run), or where a
+    finding showed: also in comparing the outputs, or in a worker process that died."""
 
     PASS = "pass"
     WELL_FORMED = "well-formedness"
     BUILD = "build"
     RUN = "run"
+    COMPARE = "compare"
+    WORKER = "worker"
 
 
 @dataclass(frozen=True)

@@ -86,6 +86,8 @@ class _Died:
     message: str
     #: the signal's name for a crash (``SIGSEGV``), or ``exit-N``; empty for a timeout
     error_type: str = ""
+    #: the first lines the worker wrote to stderr after it was given the case
+    stderr: str = ""
 
 
 @dataclass
@@ -120,7 +122,7 @@ class _Worker:
         self.stderr.seek(mark)
         text = self.stderr.read().decode(errors="replace").strip().splitlines()
         wrote = [line for line in text if "BlockBuilder destroyed" not in line][:lines]
-        return ("; stderr:\n" + "\n".join(wrote)) if wrote else ""
+        return "\n".join(wrote)
 
     def stop(self, politely: bool = False) -> None:
         if politely:
@@ -236,8 +238,8 @@ class IsolatedChecker:
             how, error_type = f"died of {name}", name
         else:
             how, error_type = f"exited with code {code}", f"exit-{code}"
-        message = f"the worker process {how} after {seconds:.1f} s{worker.stderr_since(mark)}"
-        return _Died(Symptom.CRASH, message, error_type)
+        message = f"the worker process {how} after {seconds:.1f} s"
+        return _Died(Symptom.CRASH, message, error_type, worker.stderr_since(mark))
 
 
 def _crash_checked(case: Case, pipeline: Pipeline | None, died: _Died) -> Checked:
@@ -252,7 +254,7 @@ def _crash_checked(case: Case, pipeline: Pipeline | None, died: _Died) -> Checke
         pass_seconds=0.0,
         build_seconds=0.0,
     )
-    finding = Finding(died.symptom, "worker", died.message, died.error_type)
+    finding = Finding(died.symptom, Stage.WORKER, died.message, died.error_type, stderr=died.stderr)
     return Checked(case, execution, reference(case), Verdict((finding,)), pipeline)
 
 

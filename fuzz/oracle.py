@@ -91,14 +91,17 @@ _FAILURE_SYMPTOMS = {
 
 @dataclass(frozen=True)
 class Finding:
-    """One thing wrong. ``stage`` is where it showed: pass, well-formedness, build, run, compare."""
+    """One thing wrong. ``stage`` is where it showed: pass, well-formedness, build, run,
+    compare, or a worker process."""
 
     symptom: Symptom
-    stage: str
+    stage: Stage
     message: str
     error_type: str = ""
     #: for a finding about one element: (output index, element index), else None
     element: tuple[int, tuple[int, ...]] | None = None
+    #: what a worker process printed to stderr before it died (TVM's backtrace), else ""
+    stderr: str = ""
 
 
 @dataclass(frozen=True)
@@ -171,7 +174,7 @@ def missed_fold(case: Case, before: Mapping[str, int], after: Mapping[str, int])
                 )
     if not problems:
         return None
-    return Finding(Symptom.MISSED_FOLD, "pass", "incomplete fold: " + "; ".join(problems))
+    return Finding(Symptom.MISSED_FOLD, Stage.PASS, "incomplete fold: " + "; ".join(problems))
 
 
 #: Failures judged from the IR alone, without building anything: the pass raised, or
@@ -180,7 +183,7 @@ _IR_STAGES = (Stage.PASS, Stage.WELL_FORMED)
 
 
 def _failure_finding(failure: Failure) -> Finding:
-    return Finding(_FAILURE_SYMPTOMS[failure.stage], failure.stage.value, failure.message, failure.error_type)
+    return Finding(_FAILURE_SYMPTOMS[failure.stage], failure.stage, failure.message, failure.error_type)
 
 
 def _where(mask: np.ndarray[Any, Any]) -> tuple[int, ...]:
@@ -207,7 +210,7 @@ def _compare(
             lowering.append(
                 Finding(
                     Symptom.BASELINE_OUT_OF_TOLERANCE,
-                    "compare",
+                    Stage.COMPARE,
                     f"output {i}{list(at)}: unfolded program gives {float(base[at])!r}, reference "
                     f"{float(ref[at])!r}, error {float(base_err[at]):.3g} "
                     f"> bound {float(expected.bound[at]):.3g}",
@@ -222,7 +225,7 @@ def _compare(
             pass_findings.append(
                 Finding(
                     Symptom.FINITE_TO_NONFINITE,
-                    "compare",
+                    Stage.COMPARE,
                     f"output {i}{list(at)}: folded program gives {float(fold[at])!r} where the unfolded "
                     f"program is robustly finite ({float(base[at])!r}; reference {float(ref[at])!r})",
                     element=(i, at),
@@ -238,7 +241,7 @@ def _compare(
             pass_findings.append(
                 Finding(
                     Symptom.OUT_OF_TOLERANCE,
-                    "compare",
+                    Stage.COMPARE,
                     f"output {i}{list(at)}: folded program gives {float(fold[at])!r}, unfolded "
                     f"{float(base[at])!r}, reference {float(ref[at])!r}; error {float(fold_err[at]):.3g} "
                     f"> allowed {float(allowed[at]):.3g} (bound {float(expected.bound[at]):.3g} + unfolded "
@@ -280,7 +283,7 @@ def judge(
         structural.append(
             Finding(
                 Symptom.MUST_NOT_FOLD,
-                "pass",
+                Stage.PASS,
                 "the pass changed a graph it must leave alone: " + "; ".join(map(str, reasons)),
             )
         )
@@ -319,7 +322,7 @@ def judge(
         lowering.append(
             Finding(
                 Symptom.BASELINE_SIGNATURE_CHANGE,
-                "run",
+                Stage.RUN,
                 f"the unfolded program returns {describe(baseline)} but declares "
                 + ", ".join(f"{d}{list(s)}" for s, d in declared),
             )
@@ -329,7 +332,7 @@ def judge(
             findings.append(
                 Finding(
                     Symptom.SIGNATURE_CHANGE,
-                    "compare",
+                    Stage.COMPARE,
                     f"outputs changed from {describe(baseline)} to {describe(folded)}",
                 )
             )
@@ -341,7 +344,7 @@ def judge(
             findings.append(
                 Finding(
                     Symptom.SIGNATURE_CHANGE,
-                    "compare",
+                    Stage.COMPARE,
                     f"outputs changed from {describe(baseline)} to {describe(folded)}",
                 )
             )
@@ -360,7 +363,9 @@ _ORDER = list(Symptom)
 def _idempotence(execution: Execution) -> list[Finding]:
     if execution.idempotent is False:
         return [
-            Finding(Symptom.NOT_IDEMPOTENT, "pass", "applying the pass to its own output changed it again")
+            Finding(
+                Symptom.NOT_IDEMPOTENT, Stage.PASS, "applying the pass to its own output changed it again"
+            )
         ]
     return []
 

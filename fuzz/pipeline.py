@@ -90,10 +90,11 @@ class Pipeline:
         for name in self.passes:
             if name != FOLD and name not in NEIGHBOURS:
                 raise PipelineError(
-                    f"passes: unknown pass {name!r}; expected {FOLD!r} or one of {', '.join(NEIGHBOURS)}"
+                    f"unknown pass {name!r}; expected {FOLD!r} or one of {', '.join(NEIGHBOURS)}",
+                    field="passes",
                 )
         if not 0 <= self.opt_level <= 4:
-            raise PipelineError(f"opt_level: must be 0 to 4, got {self.opt_level}")
+            raise PipelineError(f"must be 0 to 4, got {self.opt_level}", field="opt_level")
 
     @property
     def mixed_precision(self) -> bool:
@@ -109,16 +110,17 @@ class Pipeline:
             + ("" if self.sequential else " direct")
         )
 
-    def covered_by(self, label: str) -> bool:
-        """Whether a signature's pipeline ``label`` names a part of this pipeline: its
-        passes in order (not necessarily adjacent), and its opt level and mode if it names
-        them (a label without them was shrunk to every pass enabled, as a Sequential: the
-        bug does not need gating or direct calls)."""
-        passes, *flags = label.split(" ")
-        if not set(flags) <= set(self.label.split(" ")[1:]):
+    def contains(self, part: Pipeline) -> bool:
+        """Whether ``part`` (a signature's shrunk pipeline) is a part of this pipeline: its
+        passes in order (not necessarily adjacent), and its opt level and mode unless they
+        are the defaults (a pipeline shrunk to opt level 3 as a Sequential does not need
+        gating or direct calls)."""
+        if part.opt_level != 3 and part.opt_level != self.opt_level:
+            return False
+        if not part.sequential and self.sequential:
             return False
         rest = iter(self.passes)
-        return all(name in rest for name in passes.split("+"))
+        return all(name in rest for name in part.passes)
 
     def __str__(self) -> str:
         return self.label
@@ -138,11 +140,11 @@ def pipeline_from_json(obj: Any) -> Pipeline:
         raise PipelineError("expected a JSON object")
     passes, opt_level, sequential = obj.get("passes"), obj.get("opt_level"), obj.get("sequential")
     if not isinstance(passes, list) or not all(isinstance(p, str) for p in passes):
-        raise PipelineError("passes: expected a list of pass names")
+        raise PipelineError("expected a list of pass names", field="passes")
     if not isinstance(opt_level, int) or isinstance(opt_level, bool):
-        raise PipelineError("opt_level: expected an integer")
+        raise PipelineError("expected an integer", field="opt_level")
     if not isinstance(sequential, bool):
-        raise PipelineError("sequential: expected true or false")
+        raise PipelineError("expected true or false", field="sequential")
     return Pipeline(tuple(passes), opt_level, sequential)
 
 

@@ -11,7 +11,7 @@ For every output of a :class:`~fuzz.case.Case` this computes an
     ``center``, ``scale``, ``training`` (batch statistics) and ``momentum``.
 ``bound``
     an a-priori error bound that any correct program in the case's dtype
-    meets, folded or not (BACKGROUND section 5)::
+    meets, folded or not (the README, "How it works", derives it)::
 
         bound = SAFETY * (gamma_{n+k}(u) * A + Z) + reference error
 
@@ -41,23 +41,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
-from fuzz.case import Block, Case, Conv2dAttrs, Epilogue, Topology, kernel_to_oihw, np_dtype
+from fuzz.case import Block, Case, Epilogue, Topology, kernel_to_oihw, np_dtype
+from fuzz.numerics import DtypeFacts, conv2d_nchw, dtype_facts, epsilon_dtype, gamma_k
 
 __all__ = [
     "BN_ROUNDINGS",
     "RANGE_MARGIN",
     "REFERENCE_ROUNDINGS",
     "SAFETY",
-    "DtypeFacts",
     "Expected",
     "Reference",
-    "conv2d_nchw",
-    "dtype_facts",
-    "epsilon_dtype",
-    "gamma_k",
     "reference",
 ]
 
@@ -75,25 +70,6 @@ BN_ROUNDINGS = 8
 REFERENCE_ROUNDINGS = 1024
 #: An intermediate counts as safely inside the range below max / RANGE_MARGIN.
 RANGE_MARGIN = 2.0
-
-
-@dataclass(frozen=True)
-class DtypeFacts:
-    """Unit roundoff, smallest subnormal and largest finite value of a dtype."""
-
-    u: float
-    tiny: float
-    max: float
-
-
-def dtype_facts(dtype: str) -> DtypeFacts:
-    info = ml_dtypes.finfo(np_dtype(dtype))
-    return DtypeFacts(u=float(info.eps) / 2, tiny=float(info.smallest_subnormal), max=float(info.max))
-
-
-def gamma_k(k: int, u: float) -> float:
-    """Higham's gamma_k(u) = k u / (1 - k u): the error factor of k roundings."""
-    return k * u / (1 - k * u) if k * u < 0.5 else float("inf")
 
 
 @dataclass(frozen=True)
@@ -155,36 +131,6 @@ def _in_range(hi: np.ndarray[Any, Any], facts: DtypeFacts) -> np.ndarray[Any, An
         return np.asarray(np.isfinite(hi) & (hi * RANGE_MARGIN < facts.max))
 
 
-def conv2d_nchw(x: np.ndarray[Any, Any], w: np.ndarray[Any, Any], attrs: Conv2dAttrs) -> np.ndarray[Any, Any]:
-    """Grouped, strided, dilated, padded 2-D convolution of NCHW data with OIHW weights.
-
-    A sum past the wide type's range becomes inf without a warning: callers treat a
-    non-finite budget as "not robustly finite"."""
-    n, c_in, h, wd = x.shape
-    c_out, c_per_group, kh, kw = w.shape
-    g = attrs.groups
-    pt, pl, pb, pr = attrs.padding
-    sh, sw = attrs.strides
-    dh, dw = attrs.dilation
-    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)))
-    ho = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
-    wo = (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
-    out = np.zeros((n, g, c_out // g, ho, wo), dtype=np.result_type(x, w))
-    wg = w.reshape(g, c_out // g, c_per_group, kh, kw)
-    for i in range(kh):
-        for j in range(kw):
-            patch = xp[
-                :,
-                :,
-                i * dh : i * dh + sh * (ho - 1) + 1 : sh,
-                j * dw : j * dw + sw * (wo - 1) + 1 : sw,
-            ]
-            patch = patch.reshape(n, g, c_in // g, ho, wo)
-            with np.errstate(over="ignore", invalid="ignore"):
-                out += np.einsum("ngchw,goc->ngohw", patch, wg[:, :, :, i, j])
-    return out.reshape(n, c_out, ho, wo)
-
-
 def _conv(x: _Tracked, block: Block, wide: type) -> _Tracked:
     attrs = block.conv
     assert attrs is not None and block.weight is not None
@@ -212,17 +158,6 @@ def _param_shape(ndim: int, axis: int, length: int) -> tuple[int, ...]:
     shape = [1] * ndim
     shape[axis] = length
     return tuple(shape)
-
-
-def epsilon_dtype(dtype: str) -> str:
-    """The dtype TVM rounds batch_norm's epsilon to.
-
-    The attribute is a double; the lowering adds it to the variance as a scalar,
-    and TVM types a Python float scalar as float32 unless the tensor is wider. So
-    float16 and bfloat16 cases see epsilon in float32 (and compute in float32 from
-    there on: their batch_norm returns float32), float64 cases see it in float64.
-    """
-    return "float32" if dtype in ("float16", "bfloat16") else dtype
 
 
 def _bn_scale(block: Block, dtype: str, wide: type, var: np.ndarray[Any, Any]) -> tuple[Any, Any]:

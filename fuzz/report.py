@@ -22,10 +22,11 @@ from fuzz.check import check
 from fuzz.corpus import Entry
 from fuzz.execute import Outputs
 from fuzz.minimize import minimality
-from fuzz.oracle import describe
+from fuzz.oracle import Symptom, describe
 from fuzz.passes import resolve_pass
 from fuzz.pipeline import DEFAULT_PIPELINE
 from fuzz.script import pipeline_text, render_script
+from fuzz.wording import wording
 
 __all__ = ["render_issue", "render_script"]
 
@@ -36,27 +37,27 @@ __all__ = ["render_issue", "render_script"]
 def _actual(entry: Entry) -> str:
     """The actual behaviour in plain numbers a reader can check, from a fresh run."""
     if entry.isolated:
-        message, _, stderr = entry.message.partition("; stderr:\n")
+        stderr = entry.stderr
         tail = f"\n\nWhat the process printed to stderr:\n\n```\n{stderr}\n```" if stderr else ""
-        return f"Checking this graph, {message.removeprefix('the ')}.{tail}"
+        return f"Checking this graph, {entry.message.removeprefix('the ')}.{tail}"
     checked = check(entry.case, resolve_pass(entry.pass_name), pipeline=entry.pipeline)
     ex, finding = checked.execution, checked.verdict.primary
     the = "the pass" if entry.pipeline is None else "the passes"
     if finding is None:
         return entry.message
-    if finding.symptom.value == "pass-exception":
+    if finding.symptom is Symptom.PASS_EXCEPTION:
         raises = "The pass raises" if entry.pipeline is None else "Applying the passes raises"
         return f"{raises} `{finding.error_type}`: {finding.message}"
     before = ex.baseline if isinstance(ex.baseline, Outputs) else None
     after = ex.folded if isinstance(ex.folded, Outputs) else None
-    if finding.symptom.value == "must-not-fold" and before is not None and after is not None:
+    if finding.symptom is Symptom.MUST_NOT_FOLD and before is not None and after is not None:
         first = [v.ravel()[:4].tolist() for v in (before.values[0], after.values[0])]
         reason = "; ".join(map(str, checked.verdict.must_not_fold))
         return (
             f"The pass folds the batch_norm although {reason}. Output 0 (first values) without the "
             f"pass: {first[0]}; after {the}: {first[1]}."
         )
-    if finding.symptom.value == "signature-change" and before is not None and after is not None:
+    if finding.symptom is Symptom.SIGNATURE_CHANGE and before is not None and after is not None:
         return (
             f"Without {the} the function returns {describe(before)} (dtype[shape]); after {the} it "
             f"returns {describe(after)}, so anything downstream of this function sees a different tensor."
@@ -69,7 +70,7 @@ def _actual(entry: Entry) -> str:
     exact = float(checked.reference.outputs[k].value[index])
     bound = float(checked.reference.outputs[k].bound[index])
     dtype = entry.case.dtype
-    if finding.symptom.value == "finite-to-nonfinite":
+    if finding.symptom is Symptom.FINITE_TO_NONFINITE:
         return (
             f"Without {the}, {where} is {b!r}; after {the} it is {a!r}. The exact result is "
             f"{exact:.7g}, and every intermediate of the unfolded graph stays below half the largest "
@@ -117,10 +118,10 @@ def _cause(entry: Entry) -> tuple[str, str] | None:
     case, essentials = entry.case, dict(classify(entry.case))
     block = case.blocks[0]
     conv = block.conv
-    symptom, error_type = entry.symptom, entry.signature.split("[", 1)[0].partition(":")[2]
+    symptom, error_type = entry.kind, entry.error_type
     if entry.pass_name != "upstream" or conv is None or entry.pipeline not in (None, DEFAULT_PIPELINE):
         return None
-    if symptom == "pass-exception" and error_type == "TypeError" and block.var.dtype != "float32":
+    if symptom is Symptom.PASS_EXCEPTION and error_type == "TypeError" and block.var.dtype != "float32":
         return 'FloatImm("float32"', (
             f"The pass adds epsilon to the variance as a float32 scalar, whatever the variance's dtype "
             f"(here {block.var.dtype}"
@@ -128,13 +129,13 @@ def _cause(entry: Entry) -> tuple[str, str] | None:
             + "). Relax binary operators need both operands in one dtype, so the pass raises instead of "
             "folding or leaving the graph alone."
         )
-    if symptom == "pass-exception" and essentials["kernel_layout"] == "IOHW":
+    if symptom is Symptom.PASS_EXCEPTION and essentials["kernel_layout"] == "IOHW":
         return "wt.reshape(", (
             "`wt` is a `relax.Call` expression, which has no `reshape` method; the OIHW branch just above "
             "uses `relax.op.reshape(wt, ...)`. Every IOHW kernel (the layout of transposed-conv weights "
             "imported from other frameworks) makes the pass raise."
         )
-    if symptom == "must-not-fold":
+    if symptom is Symptom.MUST_NOT_FOLD:
         attrs_line = "bn_attrs = bn_op.attrs"
         if essentials["training"] == "True":
             return attrs_line, (
@@ -149,7 +150,7 @@ def _cause(entry: Entry) -> tuple[str, str] | None:
                 f"`axis`. Here batch_norm normalises axis {block.bn.axis}, while the fold scales the conv's "
                 f"output channels (axis {conv.channel_axis} in {conv.data_layout})."
             )
-    if symptom == "out-of-tolerance" and essentials["scale"] == "False":
+    if symptom is Symptom.OUT_OF_TOLERANCE and essentials["scale"] == "False":
         scale, _ = _scale(case)
         ones = 1 / np.sqrt(block.var.float64() + float(np.float32(block.bn.epsilon)))
         return "wt = relax.op.divide(bn_weight, dino)", (
@@ -157,7 +158,7 @@ def _cause(entry: Entry) -> tuple[str, str] | None:
             f"the fold uses gamma / sqrt(var + eps) = {scale[0]:.7g} where batch_norm computes "
             f"1 / sqrt(var + eps) = {ones[0]:.7g} (channel 0)."
         )
-    if symptom == "out-of-tolerance" and essentials["center"] == "False":
+    if symptom is Symptom.OUT_OF_TOLERANCE and essentials["center"] == "False":
         scale, _ = _scale(case)
         mean, beta = block.mean.float64()[0], block.beta.float64()[0]
         return "bs = relax.op.subtract(bn_bias", (
@@ -165,7 +166,7 @@ def _cause(entry: Entry) -> tuple[str, str] | None:
             f"adds beta - mean * s = {beta - mean * scale[0]:.7g} where batch_norm adds "
             f"-mean * s = {-mean * scale[0]:.7g} (channel 0, s = gamma / sqrt(var + eps))."
         )
-    if symptom == "signature-change" and essentials["data_layout"] != "NCHW":
+    if symptom is Symptom.SIGNATURE_CHANGE and essentials["data_layout"] != "NCHW":
         c = block.gamma.shape[0]
         return "bs_args = relax.op.reshape(bs", (
             f"The folded bias is reshaped to (1, {c}, 1, 1), the channel position of NCHW, whatever the "
@@ -173,7 +174,7 @@ def _cause(entry: Entry) -> tuple[str, str] | None:
             "broadcasts it along the wrong axis and changes the output's shape."
         )
     finfo = np.finfo(np.dtype(case.dtype)) if case.dtype != "bfloat16" else None
-    if symptom == "finite-to-nonfinite" and finfo is not None:
+    if symptom is Symptom.FINITE_TO_NONFINITE and finfo is not None:
         scale, folded = _scale(case)
         return "wt_conv = relax.op.multiply(conv_weight, wt)", (
             f"The pass scales the weights before the convolution: W' = W * s with "
@@ -183,7 +184,7 @@ def _cause(entry: Entry) -> tuple[str, str] | None:
             f"input, inf - inf in a sum). Without the fold, the convolution's sum is scaled by s after it "
             f"is computed and stays finite."
         )
-    if symptom == "out-of-tolerance" and finfo is not None:
+    if symptom is Symptom.OUT_OF_TOLERANCE and finfo is not None:
         scale, _ = _scale(case)
         smallest = float(np.abs(scale[scale != 0]).min()) if (scale != 0).any() else 0.0
         tiny = float(finfo.smallest_normal)
@@ -206,58 +207,13 @@ def _cause_section(entry: Entry) -> list[str]:
     return ["### Where it goes wrong", "", *_upstream_line(snippet), text, ""]
 
 
-def _headline(entry: Entry) -> str:
-    error_type = entry.signature.split("[", 1)[0].partition(":")[2]
-    return {
-        "pass-exception": f"raises {error_type or 'an exception'}",
-        "must-not-fold": "folds a batch_norm it must leave alone",
-        "missed-fold": "leaves a batch_norm it could fold",
-        "finite-to-nonfinite": "turns finite outputs into inf/NaN",
-        "out-of-tolerance": "changes results beyond rounding error",
-        "signature-change": "changes the shape or dtype of the output",
-        "ill-formed": "produces ill-formed IR",
-        "not-idempotent": "is not idempotent",
-        "build-failure": "produces a module that fails to build",
-        "run-failure": "produces a module that fails to run",
-        "crash": f"crashes the process ({error_type})",
-        "timeout": "hangs",
-        "sequential-direct-mismatch": "gives different results as a Sequential and as direct calls",
-    }.get(entry.symptom, f"fails: {entry.symptom}")
-
-
-def _how_it_shows(entry: Entry) -> str:
-    return {
-        "crash": "(the process dies while the bug is present)",
-        "timeout": "(hangs while the bug is present; an alarm stops it after 300 s)",
-    }.get(entry.symptom, "(exits 1 while the bug is present)")
-
-
 def render_issue(entry: Entry) -> str:
     """A GitHub issue for ``entry`` in the shape TVM maintainers receive."""
     case = entry.case
     attrs = ", ".join(f"{k}={v}" for k, v in classify(case).items() if ATTRIBUTE_DEFAULTS[k] != v)
-    expected = {
-        "pass-exception": "The pass either folds the batch_norm correctly or leaves the graph unchanged.",
-        "must-not-fold": "The pass leaves the graph unchanged: folding is only valid for an inference "
-        "batch_norm on the conv's output-channel axis.",
-        "missed-fold": "The pass folds the batch_norm into the conv: it is in inference mode, on the "
-        "conv's output-channel axis, every operand is a constant, neither the conv's output nor the "
-        "statistics have another use, and every folded constant is well inside the dtype's range.",
-        "finite-to-nonfinite": "Outputs that are finite without the pass stay finite after it. Here "
-        "every intermediate of the unfolded graph stays well inside the dtype's range (checked with a "
-        "rounding-error bound), so a correct fold cannot overflow.",
-        "out-of-tolerance": "After the pass, outputs stay within rounding error of the unfolded graph.",
-        "signature-change": "The pass does not change the shapes or dtypes of the function's outputs.",
-        "ill-formed": "The pass produces well-formed IR.",
-        "build-failure": "The module after the passes builds for llvm, as the module before them does.",
-        "run-failure": "The module after the passes runs, as the module before them does.",
-        "crash": "The passes, the build and the run finish or raise a Python exception; the process "
-        "does not die.",
-        "timeout": "The passes, the build and the run finish within seconds, as they do on similar graphs.",
-        "sequential-direct-mismatch": "With every pass enabled (opt_level=3), `Sequential(passes)(mod)` "
-        "and calling the passes one after the other give the same module.",
-    }.get(entry.symptom, "The pass folds correctly or leaves the graph unchanged.")
-    if entry.pipeline is not None and entry.symptom in ("out-of-tolerance", "finite-to-nonfinite"):
+    words = wording(entry.kind, entry.symptom)
+    expected = words.expected
+    if entry.pipeline is not None and entry.kind in (Symptom.OUT_OF_TOLERANCE, Symptom.FINITE_TO_NONFINITE):
         expected = "After the passes, outputs stay within rounding error of the module before them."
     tvm = entry.provenance.get("tvm", "")
     simplified = (
@@ -271,7 +227,7 @@ def render_issue(entry: Entry) -> str:
     subject = "FoldBatchnormToConv2D" if entry.pipeline is None else f"`{pipeline_text(entry)}`"
     return "\n".join(
         [
-            f"# [Bug][Relax] {subject} {_headline(entry)}" + (f" ({attrs})" if attrs else ""),
+            f"# [Bug][Relax] {subject} {words.title(entry.error_type)}" + (f" ({attrs})" if attrs else ""),
             "",
             "### Expected behavior",
             "",
@@ -291,7 +247,7 @@ def render_issue(entry: Entry) -> str:
             "",
             "### Steps to reproduce",
             "",
-            f"Save as `repro.py` and run `python repro.py` {_how_it_shows(entry)}:",
+            f"Save as `repro.py` and run `python repro.py` {words.shows}:",
             "",
             "```python",
             render_script(entry).rstrip("\n"),

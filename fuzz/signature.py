@@ -36,15 +36,17 @@ __all__ = ["Signature"]
 class Signature:
     symptom: str
     error_type: str
+    #: the case's attributes that differ from the defaults
     essentials: tuple[tuple[str, str], ...]
+    #: the shrunk pipeline, or None: the pass under test alone
+    pipeline: Pipeline | None = None
 
     @classmethod
     def of(cls, finding: Finding, case: Case, pipeline: Pipeline | None = None) -> Signature:
         attrs = classify(case)
         essentials = tuple((k, v) for k, v in attrs.items() if ATTRIBUTE_DEFAULTS[k] != v)
-        if pipeline is not None and pipeline != DEFAULT_PIPELINE:
-            essentials += (("pipeline", pipeline.label),)
-        return cls(finding.symptom.value, finding.error_type, essentials)
+        shrunk = None if pipeline is None or pipeline == DEFAULT_PIPELINE else pipeline
+        return cls(finding.symptom.value, finding.error_type, essentials, shrunk)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -54,16 +56,16 @@ class Signature:
         if (finding.symptom.value, finding.error_type) != self.key:
             return False
         attrs = classify(case)
-        if not self.essentials:
+        if not self.essentials and self.pipeline is None:
             default_pipeline = pipeline is None or pipeline == DEFAULT_PIPELINE
             return default_pipeline and all(ATTRIBUTE_DEFAULTS[k] == v for k, v in attrs.items())
-        return all(
-            (pipeline is not None and pipeline.covered_by(v)) if k == "pipeline" else attrs[k] == v
-            for k, v in self.essentials
-        )
+        if self.pipeline is not None and (pipeline is None or not pipeline.contains(self.pipeline)):
+            return False
+        return all(attrs[k] == v for k, v in self.essentials)
 
     def __str__(self) -> str:
         head = self.symptom + (f":{self.error_type}" if self.error_type else "")
-        if self.essentials:
-            head += "[" + ",".join(f"{k}={v}" for k, v in self.essentials) + "]"
+        shown = self.essentials + ((("pipeline", self.pipeline.label),) if self.pipeline else ())
+        if shown:
+            head += "[" + ",".join(f"{k}={v}" for k, v in shown) + "]"
         return head

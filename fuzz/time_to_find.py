@@ -25,8 +25,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from fuzz.attributes import ATTRIBUTE_DEFAULTS, classify
-from fuzz.campaign import Hit, Progress, StopCampaign, run_campaign
-from fuzz.case import Case, case_to_json
+from fuzz.campaign import StopCampaign, run_campaign
+from fuzz.campaign_result import Hit, Progress
+from fuzz.case import Case
+from fuzz.case_json import case_to_json
 from fuzz.compile_cache import CompileCache
 from fuzz.mutants import MUTANTS
 from fuzz.passes import MUTANT_PREFIX, PassFactory, resolve_pass

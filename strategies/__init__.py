@@ -74,7 +74,9 @@ HUGE          [8192, 65504]     [4.3e37, 3.39e38]    [4.3e37, 3.40e38]   [2.2e30
     Relax passes, an opt level and Sequential or direct calls; shrinks to the pass
     under test alone (see :mod:`.pipelines`).
 
-Modules: :mod:`.graphs` (cases, batches), :mod:`.pipelines` (pass pipelines),
+Modules: :mod:`.graphs` (cases), :mod:`.options` (their defaults and validated
+options), :mod:`.convs` (one conv block's structure), :mod:`.tensors` (values in draw
+order), :mod:`.batches` (value sets for one structure), :mod:`.pipelines` (pass pipelines),
 :mod:`.attributes` (operator attributes), :mod:`.values` (magnitudes and tensors),
 :mod:`.geometry` (conv windows and groups valid by construction),
 :mod:`._validation` (argument checks).
@@ -83,7 +85,8 @@ Modules: :mod:`.graphs` (cases, batches), :mod:`.pipelines` (pass pipelines),
 from __future__ import annotations
 
 from .attributes import Axis, Deviation, batch_norm_attrs, conv2d_attrs
-from .graphs import case_batches, cases, further_counts, value_sets
+from .batches import case_batches, further_counts, value_sets
+from .graphs import cases
 from .pipelines import pipelines
 from .values import Magnitude, tensors
 

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from fuzz.case import Block, Case, Tensor, kernel_to_oihw
-from fuzz.reference import conv2d_nchw, epsilon_dtype
+from fuzz.numerics import conv2d_nchw, epsilon_dtype
 
 from .values import FORMATS, Format
 

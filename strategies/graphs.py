@@ -1,4 +1,4 @@
-"""Whole cases: :func:`cases`, the fuzzer's main entry point, and :func:`case_batches`.
+"""Whole cases: :func:`cases`, the fuzzer's main entry point.
 
 Draw order (so examples shrink from the top down and each part stays local):
 topology, dtype, importer, the shape of the graph (which convs have a bias, the
@@ -26,21 +26,16 @@ to bite by giving the named dimension of the batch_norm input length C:
 - chain: both batch_norms use the same axis; with a non-channel axis the second
   conv keeps C output channels and a window that preserves the named length.
 
-:func:`case_batches` draws one case with :func:`cases`, then a list of value
-sets for its structure: each re-draws the tensors with the same helpers, in the
-same order (``_draw_magnitude``, ``_draw_data``, ``_draw_kernel``,
-``_draw_bn_values``), reading dtypes and shapes off the first case.
+The parts live beside this module: :mod:`.options` (defaults and validated options),
+:mod:`.convs` (one conv block's structure), :mod:`.tensors` (the values);
+:mod:`.batches` re-draws the values for one structure.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, replace
-from typing import Any, TypedDict
 
-import numpy as np
 from hypothesis import strategies as st
-from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import DrawFn, SearchStrategy
 
 from fuzz.case import (
@@ -58,7 +53,6 @@ from fuzz.case import (
     Tensor,
     Topology,
     conv_output_shape,
-    kernel_shape,
 )
 
 from ._validation import (
@@ -68,7 +62,7 @@ from ._validation import (
     checked_draw,
     is_bool,
 )
-from .aim import AIM_BITS, aim
+from .aim import aim
 from .attributes import (
     DEFAULT_DATA_LAYOUTS,
     DEFAULT_EPSILONS,
@@ -85,131 +79,41 @@ from .attributes import (
     BatchNormOptions,
     ConvOptions,
     Deviation,
-    make_conv_attrs,
-    mostly_first,
 )
-from .geometry import Window, group_choices, multiplier_range, window_choices
-from .values import CODE_BITS, Magnitude, code_array, code_class, draw_array, is_magnitude
-
-__all__ = ["case_batches", "cases", "further_counts", "value_sets"]
-
-DEFAULT_DTYPES: SearchStrategy[str] = mostly_first(DTYPES)
-DEFAULT_TOPOLOGIES: SearchStrategy[Topology] = mostly_first(list(Topology))
-DEFAULT_AXES: SearchStrategy[Axis] = mostly_first(list(Axis))
-DEFAULT_MAGNITUDES: SearchStrategy[Magnitude] = mostly_first(list(Magnitude), attribute=False)
-DEFAULT_IMPORTERS: SearchStrategy[Importer] = mostly_first(list(Importer))
-DEFAULT_EPILOGUES: SearchStrategy[Epilogue] = mostly_first(list(Epilogue))
-#: True three times in four (a dataflow block); shrinks to True.
-MOSTLY_TRUE: SearchStrategy[bool] = mostly_first([True, False])
-DEFAULT_FUNCTIONS: SearchStrategy[int] = mostly_first([1, 2])
-#: Aim codes (:func:`strategies.aim.aim`): 0 (no aim) half the time, in one choice; shrinks to 0.
-DEFAULT_AIMS: SearchStrategy[int] = st.integers(0, 2 ** (AIM_BITS + 1) - 1).map(
-    lambda v: 0 if v >> AIM_BITS else v
+from .convs import ConvBlock, draw_batch, draw_conv, draw_weight
+from .options import (
+    DEFAULT_AIMS,
+    DEFAULT_AXES,
+    DEFAULT_DTYPES,
+    DEFAULT_EPILOGUES,
+    DEFAULT_FUNCTIONS,
+    DEFAULT_IMPORTERS,
+    DEFAULT_MAGNITUDES,
+    DEFAULT_TOPOLOGIES,
+    MOSTLY_TRUE,
+    PARAMETER_SETS,
+    CaseOptions,
+    is_aim,
+    is_axis,
+    is_deviation,
+    is_dtype,
+    is_epilogue,
+    is_function_count,
+    is_importer,
+    is_parameter_set,
+    is_topology,
 )
-#: The batch_norm operands, which every block has (``weight`` and ``bias`` need a conv).
-BN_OPERANDS: tuple[str, ...] = tuple(name for name in OPERANDS if name not in ("weight", "bias"))
+from .tensors import (
+    BN_OPERANDS,
+    draw_bias,
+    draw_bn_values,
+    draw_data,
+    draw_magnitude,
+    draw_tensor,
+)
+from .values import Magnitude
 
-
-def _is_dtype(value: object) -> bool:
-    return value in DTYPES
-
-
-def _is_topology(value: object) -> bool:
-    return isinstance(value, Topology)
-
-
-def _is_axis(value: object) -> bool:
-    return isinstance(value, Axis)
-
-
-def _is_importer(value: object) -> bool:
-    return isinstance(value, Importer)
-
-
-def _is_epilogue(value: object) -> bool:
-    return isinstance(value, Epilogue)
-
-
-def _is_aim(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**AIM_BITS
-
-
-def _is_function_count(value: object) -> bool:
-    return value in (1, 2) and not isinstance(value, bool)
-
-
-def _is_parameter_set(value: object) -> bool:
-    return isinstance(value, (tuple, list)) and all(name in OPERANDS for name in value)
-
-
-@st.composite
-def _parameter_sets(draw: DrawFn, operands: tuple[str, ...]) -> tuple[str, ...]:
-    """``()`` first (all constants), else a non-empty subset, in ``OPERANDS`` order."""
-    if not draw(MOSTLY_FALSE):
-        return ()
-    chosen = draw(st.lists(st.sampled_from(operands), min_size=1, unique=True))
-    return tuple(name for name in operands if name in chosen)
-
-
-_PARAMETER_SETS = {
-    True: _parameter_sets(OPERANDS),
-    False: _parameter_sets(BN_OPERANDS),
-}
-
-
-@dataclass(frozen=True)
-class _Options:
-    """Every argument of :func:`cases`, validated."""
-
-    dtypes: SearchStrategy[str]
-    topologies: SearchStrategy[Topology]
-    axes: SearchStrategy[Axis]
-    negative_axes: SearchStrategy[bool]
-    parameters: SearchStrategy[tuple[str, ...]] | None
-    magnitudes: SearchStrategy[Magnitude]
-    conv: ConvOptions
-    bn: BatchNormOptions
-    min_channels: int
-    max_channels: int
-    max_spatial: int
-    max_batch: int
-    importers: SearchStrategy[Importer]
-    biases: SearchStrategy[bool]
-    epilogues: SearchStrategy[Epilogue]
-    dataflows: SearchStrategy[bool]
-    dead_statistics: SearchStrategy[bool]
-    functions: SearchStrategy[int]
-    aims: SearchStrategy[int]
-    deviations: SearchStrategy[Deviation] = DEVIATIONS
-
-    def for_onnx(self) -> _Options:
-        """These options with every attribute ONNX cannot vary pinned to what it says.
-
-        Each pinned attribute is still drawn, and its value replaced: an ONNX case makes
-        the same choices as a Relax one, so Hypothesis never finds it simpler, and a
-        shrunk case is written by the Relax builder unless the bug needs the importer."""
-        return replace(
-            self,
-            axes=self.axes.map(lambda _: Axis.CHANNEL),
-            negative_axes=self.negative_axes.map(lambda _: False),
-            conv=ConvOptions(
-                data_layouts=self.conv.data_layouts.map(lambda _: "NCHW"),
-                kernel_layouts=self.conv.kernel_layouts.map(lambda _: "OIHW"),
-                wide_out_dtypes=self.conv.wide_out_dtypes.map(lambda _: False),
-            ),
-            bn=BatchNormOptions(
-                epsilons=self.bn.epsilons.map(_float32),
-                centers=self.bn.centers.map(lambda _: True),
-                scales=self.bn.scales.map(lambda _: True),
-                trainings=self.bn.trainings,
-                momenta=self.bn.momenta,
-            ),
-        )
-
-
-def _float32(value: float) -> float:
-    """``value`` rounded to float32 (ONNX stores epsilon as one), never beyond its range."""
-    return float(np.float32(min(value, float(np.finfo(np.float32).max))))
+__all__ = ["cases"]
 
 
 def cases(
@@ -310,7 +214,7 @@ def cases(
     check_strategy(functions, "functions")
     check_strategy(aims, "aims")
     check_strategy(deviations, "deviations")
-    options = _Options(
+    options = CaseOptions(
         dtypes=dtypes,
         topologies=topologies,
         axes=axes,
@@ -341,107 +245,13 @@ def cases(
     return _cases(options)
 
 
-def case_batches(*, max_size: int = 64, **kwargs: Any) -> SearchStrategy[tuple[Case, ...]]:
-    """Tuples of 1 to ``max_size`` cases that differ only in their tensor values.
-
-    The first case is drawn by ``cases(**kwargs)`` and shrinks exactly as it
-    does. Each further case keeps everything of the first (topology, dtype,
-    shapes, conv and batch_norm attributes, parameters) and draws again the
-    values of ``data``, ``weight``, ``gamma``, ``beta``, ``mean`` and ``var``,
-    each tensor its own class from ``magnitudes`` then its values, under the
-    same rules as :func:`cases` (variances never negative, constant data under
-    a CANCELLING first weight). The further cases are a list, so a batch
-    shrinks to the single first case. Lets a runner build and compile one
-    graph and check it on many value sets.
-
-    ``max_size`` (a value, at least 1) bounds the batch; every other argument
-    is passed to :func:`cases` and validated there.
-    """
-    check_integer(max_size, "max_size", min_value=1)
-    first = cases(**kwargs)  # validates the other arguments exactly as cases() does
-    # The defaults are the ones cases() uses (the same module constants).
-    magnitudes: SearchStrategy[Magnitude] = kwargs.get("magnitudes", DEFAULT_MAGNITUDES)
-    aims: SearchStrategy[int] = kwargs.get("aims", DEFAULT_AIMS)
-    return _case_batches(first, magnitudes, aims, max_size, magnitudes is DEFAULT_MAGNITUDES)
-
-
 # ---------------------------------------------------------------------------
-# drawing
-
-
-# The value helpers take the ``magnitudes`` strategy rather than every option:
-# :func:`case_batches` re-draws a case's values with them and nothing else.
-
-
-def _draw_magnitude(draw: DrawFn, magnitudes: SearchStrategy[Magnitude]) -> Magnitude:
-    return checked_draw(draw, magnitudes, "magnitudes", is_magnitude, "a Magnitude")
-
-
-def _draw_tensor(
-    draw: DrawFn,
-    magnitudes: SearchStrategy[Magnitude],
-    dtype: str,
-    shape: tuple[int, ...],
-    *,
-    allow_negative: bool,
-) -> Tensor:
-    magnitude = _draw_magnitude(draw, magnitudes)
-    values = draw_array(draw, dtype=dtype, shape=shape, magnitude=magnitude, allow_negative=allow_negative)
-    return Tensor.from_numpy(values, dtype)
-
-
-class _BnValues(TypedDict):
-    gamma: Tensor
-    beta: Tensor
-    mean: Tensor
-    var: Tensor
-
-
-def _draw_bn_values(
-    draw: DrawFn, magnitudes: SearchStrategy[Magnitude], dtype: str, channels: int
-) -> _BnValues:
-    """gamma, beta, mean, var, in that order (each: class, values); variances never negative."""
-    gamma, beta, mean, var = (
-        _draw_tensor(draw, magnitudes, dtype, (channels,), allow_negative=name != "var")
-        for name in BN_OPERANDS
-    )
-    return _BnValues(gamma=gamma, beta=beta, mean=mean, var=var)
-
-
-def _draw_data(
-    draw: DrawFn,
-    magnitudes: SearchStrategy[Magnitude],
-    dtype: str,
-    shape: tuple[int, ...],
-    *,
-    weight_class: Magnitude,
-) -> Tensor:
-    """The data under a conv whose first weight has ``weight_class``: its class, then values."""
-    data_class = _draw_magnitude(draw, magnitudes)
-    values = draw_array(
-        draw,
-        dtype=dtype,
-        shape=shape,
-        magnitude=data_class,
-        # Cancellation needs equal inputs under the +w/-w weights.
-        constant=weight_class is Magnitude.CANCELLING,
-    )
-    return Tensor.from_numpy(values, dtype)
-
-
-def _draw_kernel(
-    draw: DrawFn, attrs: Conv2dAttrs, oihw: tuple[int, ...], dtype: str, magnitude: Magnitude
-) -> Tensor:
-    """Values drawn in OIHW order (so CANCELLING pairs sit in one output channel),
-    then transposed to the kernel layout."""
-    values = draw_array(draw, dtype=dtype, shape=oihw, magnitude=magnitude)
-    permutation = ["OIHW".index(d) for d in attrs.kernel_layout]
-    return Tensor.from_numpy(np.transpose(values, permutation), dtype)
+# drawing the structure
 
 
 def _draw_bn_block(
     draw: DrawFn,
-    options: _Options,
+    options: CaseOptions,
     *,
     axis: int,
     dtype: str,
@@ -451,135 +261,27 @@ def _draw_bn_block(
 ) -> Block:
     """The batch_norm attributes, then gamma, beta, mean, var (each: class, values)."""
     bn = options.bn.draw(draw, axis)
-    values = _draw_bn_values(draw, options.magnitudes, dtype, channels)
+    values = draw_bn_values(draw, options.magnitudes, dtype, channels)
     return Block(bn=bn, conv=conv, weight=weight, **values)
 
 
-def _draw_parameters(draw: DrawFn, options: _Options, topology: Topology) -> tuple[str, ...]:
+def _draw_parameters(draw: DrawFn, options: CaseOptions, topology: Topology) -> tuple[str, ...]:
     if options.parameters is None:
-        return draw(_PARAMETER_SETS[topology.has_conv])
+        return draw(PARAMETER_SETS[topology.has_conv])
     chosen = checked_draw(
         draw,
         options.parameters,
         "parameters",
-        _is_parameter_set,
+        is_parameter_set,
         f"a tuple of names from {OPERANDS}",
     )
     allowed = OPERANDS if topology.has_conv else BN_OPERANDS
     return tuple(name for name in allowed if name in chosen)
 
 
-@functools.cache
-def _windows(size: int | None, max_size: int, target: int | None) -> SearchStrategy[tuple[Window, int, int]]:
-    return st.sampled_from(window_choices(kernel=None, size=size, max_size=max_size, target=target))
-
-
-@functools.cache
-def _divisors(n: int) -> SearchStrategy[int]:
-    return st.sampled_from([g for g in range(1, n + 1) if n % g == 0])
-
-
-@functools.cache
-def _groups(min_channels: int, max_channels: int) -> SearchStrategy[int]:
-    return st.sampled_from(group_choices(min_channels, max_channels))
-
-
-def _draw_window(draw: DrawFn, *, size: int | None, max_size: int, target: int | None) -> tuple[Window, int]:
-    """A window and its input length (``size`` if known), with output >= 1 or == target."""
-    window, low, high = draw(_windows(size, max_size, target))
-    return window, size if size is not None else draw(st.integers(low, high))
-
-
-def _channel_count(draw: DrawFn, options: _Options, groups: int) -> int:
-    low, high = multiplier_range(groups, options.min_channels, options.max_channels)
-    return groups * draw(st.integers(low, high))
-
-
-@dataclass(frozen=True)
-class _Conv:
-    """The structure of one conv block, drawn before any value."""
-
-    attrs: Conv2dAttrs
-    c_in: int
-    c_out: int
-    kernel: tuple[int, int]
-    in_size: tuple[int, int]
-    out_size: tuple[int, int]
-    in_dtype: str
-
-    @property
-    def out_dtype(self) -> str:
-        return self.attrs.out_dtype or self.in_dtype
-
-
-def _draw_conv(
-    draw: DrawFn,
-    options: _Options,
-    *,
-    axis: Axis,
-    data_layout: str,
-    in_dtype: str,
-    previous: _Conv | None,
-) -> _Conv:
-    """The first conv (``previous`` None) or the chain's second one."""
-    if previous is None:
-        groups = draw(_groups(options.min_channels, options.max_channels))
-        c_in = _channel_count(draw, options, groups)
-        c_out = _channel_count(draw, options, groups)
-    else:
-        c_in = previous.c_out
-        groups = draw(_divisors(c_in))
-        # A non-channel axis keeps C so both batch_norm inputs have length C there.
-        c_out = c_in if axis is not Axis.CHANNEL else _channel_count(draw, options, groups)
-    kernel_layout = options.conv.draw_kernel_layout(draw)
-    out_dtype = options.conv.draw_out_dtype(draw, in_dtype)
-    windows: list[Window] = []
-    in_size: list[int] = []
-    for i, dim in enumerate((Axis.HEIGHT, Axis.WIDTH)):
-        if previous is None:
-            target = c_out if axis is dim else None
-            window, n = _draw_window(
-                draw, size=None, max_size=max(options.max_spatial, target or 0), target=target
-            )
-        else:
-            known = previous.out_size[i]
-            window, n = _draw_window(draw, size=known, max_size=known, target=known if axis is dim else None)
-        windows.append(window)
-        in_size.append(n)
-    attrs = make_conv_attrs(
-        (windows[0], windows[1]),
-        groups=groups,
-        data_layout=data_layout,
-        kernel_layout=kernel_layout,
-        out_dtype=out_dtype,
-    )
-    return _Conv(
-        attrs=attrs,
-        c_in=c_in,
-        c_out=c_out,
-        kernel=(windows[0].kernel, windows[1].kernel),
-        in_size=(in_size[0], in_size[1]),
-        out_size=(windows[0].output(in_size[0]), windows[1].output(in_size[1])),
-        in_dtype=in_dtype,
-    )
-
-
-def _draw_batch(draw: DrawFn, options: _Options, axis: Axis, channels: int) -> int:
-    return channels if axis is Axis.BATCH else draw(st.integers(1, options.max_batch))
-
-
-def _draw_weight(draw: DrawFn, conv: _Conv, magnitude: Magnitude) -> Tensor:
-    oihw = (conv.c_out, conv.c_in // conv.attrs.groups, *conv.kernel)
-    weight = _draw_kernel(draw, conv.attrs, oihw, conv.in_dtype, magnitude)
-    assert weight.shape == kernel_shape(conv.attrs, conv.c_in, conv.c_out, *conv.kernel)
-    return weight
-
-
-def _draw_bias(draw: DrawFn, magnitudes: SearchStrategy[Magnitude], dtype: str, channels: int) -> Tensor:
-    return _draw_tensor(draw, magnitudes, dtype, (channels,), allow_negative=True)
-
-
-def _block(draw: DrawFn, options: _Options, conv: _Conv, axis: int, weight: Tensor, has_bias: bool) -> Block:
+def _block(
+    draw: DrawFn, options: CaseOptions, conv: ConvBlock, axis: int, weight: Tensor, has_bias: bool
+) -> Block:
     """The batch_norm block after ``conv``, then its conv bias's values if it has one."""
     block = _draw_bn_block(
         draw,
@@ -592,7 +294,7 @@ def _block(draw: DrawFn, options: _Options, conv: _Conv, axis: int, weight: Tens
     )
     if not has_bias:
         return block
-    return replace(block, bias=_draw_bias(draw, options.magnitudes, conv.out_dtype, conv.c_out))
+    return replace(block, bias=draw_bias(draw, options.magnitudes, conv.out_dtype, conv.c_out))
 
 
 def _output_shape(data: Tensor, blocks: list[Block]) -> tuple[int, ...]:
@@ -614,29 +316,29 @@ class _Shape:
     form: Form
 
 
-def _draw_shape(draw: DrawFn, options: _Options, topology: Topology, importer: Importer) -> _Shape:
+def _draw_shape(draw: DrawFn, options: CaseOptions, topology: Topology, importer: Importer) -> _Shape:
     biases = tuple(
         checked_draw(draw, options.biases, "biases", is_bool, "a bool") if topology.has_conv else False
         for _ in range(topology.n_blocks)
     )
     epilogue = Epilogue.NONE
     if topology in EPILOGUE_TOPOLOGIES:
-        epilogue = checked_draw(draw, options.epilogues, "epilogues", _is_epilogue, "an Epilogue")
+        epilogue = checked_draw(draw, options.epilogues, "epilogues", is_epilogue, "an Epilogue")
     # Drawn for an ONNX case too, and then ignored (it writes its own form): see
-    # _Options.for_onnx for why an ONNX case makes the same choices.
+    # CaseOptions.for_onnx for why an ONNX case makes the same choices.
     dataflow = checked_draw(draw, options.dataflows, "dataflows", is_bool, "a bool")
     dead = checked_draw(draw, options.dead_statistics, "dead_statistics", is_bool, "a bool")
     functions = 1
     if topology in (Topology.CONV_BN, Topology.CHAIN):
-        functions = checked_draw(draw, options.functions, "functions", _is_function_count, "1 or 2")
+        functions = checked_draw(draw, options.functions, "functions", is_function_count, "1 or 2")
     form = Form(Importer.ONNX) if importer is Importer.ONNX else Form(importer, dataflow, dead, functions)
     return _Shape(biases, epilogue, form)
 
 
 @st.composite
-def _cases(draw: DrawFn, options: _Options) -> Case:
+def _cases(draw: DrawFn, options: CaseOptions) -> Case:
     # How far this case strays from the defaults: every mostly_first draw below follows it.
-    deviation = checked_draw(draw, options.deviations, "deviations", _is_deviation, "a Deviation")
+    deviation = checked_draw(draw, options.deviations, "deviations", is_deviation, "a Deviation")
     token = DEVIATION.set(deviation)
     focus = [draw(st.integers(0, FOCUS_DRAWS - 1)) if deviation is Deviation.ONE else -1, 0]
     focus_token = FOCUS.set(focus)
@@ -647,16 +349,12 @@ def _cases(draw: DrawFn, options: _Options) -> Case:
         DEVIATION.reset(token)
 
 
-def _is_deviation(value: object) -> bool:
-    return isinstance(value, Deviation)
-
-
-def _deviating_case(draw: DrawFn, options: _Options) -> Case:
-    topology = checked_draw(draw, options.topologies, "topologies", _is_topology, "a Topology")
-    dtype = checked_draw(draw, options.dtypes, "dtypes", _is_dtype, f"one of {DTYPES}")
+def _deviating_case(draw: DrawFn, options: CaseOptions) -> Case:
+    topology = checked_draw(draw, options.topologies, "topologies", is_topology, "a Topology")
+    dtype = checked_draw(draw, options.dtypes, "dtypes", is_dtype, f"one of {DTYPES}")
     # Drawn whatever the topology and dtype (and ignored where ONNX cannot say the case),
     # so that no dtype or topology is "simpler" to Hypothesis for skipping the choice.
-    importer = checked_draw(draw, options.importers, "importers", _is_importer, "an Importer")
+    importer = checked_draw(draw, options.importers, "importers", is_importer, "an Importer")
     if topology not in ONNX_TOPOLOGIES or dtype not in ONNX_DTYPES:
         importer = Importer.RELAX
     if importer is Importer.ONNX:
@@ -668,16 +366,16 @@ def _deviating_case(draw: DrawFn, options: _Options) -> Case:
     residual = None
     if shape.epilogue is Epilogue.ADD:
         out = _output_shape(case.data, list(case.blocks))
-        residual = _draw_tensor(
+        residual = draw_tensor(
             draw, options.magnitudes, case.blocks[-1].gamma.dtype, out, allow_negative=True
         )
     case = replace(case, parameters=present, epilogue=shape.epilogue, residual=residual, form=shape.form)
-    return aim(case, checked_draw(draw, options.aims, "aims", _is_aim, "an aim code"))
+    return aim(case, checked_draw(draw, options.aims, "aims", is_aim, "an aim code"))
 
 
-def _draw_case(draw: DrawFn, options: _Options, topology: Topology, dtype: str, shape: _Shape) -> Case:
+def _draw_case(draw: DrawFn, options: CaseOptions, topology: Topology, dtype: str, shape: _Shape) -> Case:
     """The structure, attributes and values of a case (its epilogue and form aside)."""
-    axis = checked_draw(draw, options.axes, "axes", _is_axis, "an Axis")
+    axis = checked_draw(draw, options.axes, "axes", is_axis, "an Axis")
     negative = checked_draw(draw, options.negative_axes, "negative_axes", is_bool, "a bool")
     parameters = _draw_parameters(draw, options, topology)
     if not topology.has_conv:
@@ -685,16 +383,16 @@ def _draw_case(draw: DrawFn, options: _Options, topology: Topology, dtype: str, 
 
     data_layout = options.conv.draw_data_layout(draw)
     axis_index = axis.index(data_layout, negative=negative)
-    first = _draw_conv(draw, options, axis=axis, data_layout=data_layout, in_dtype=dtype, previous=None)
-    batch = _draw_batch(draw, options, axis, first.c_out)
-    weight_class = _draw_magnitude(draw, options.magnitudes)
+    first = draw_conv(draw, options, axis=axis, data_layout=data_layout, in_dtype=dtype, previous=None)
+    batch = draw_batch(draw, options, axis, first.c_out)
+    weight_class = draw_magnitude(draw, options.magnitudes)
     dims = {"N": batch, "C": first.c_in, "H": first.in_size[0], "W": first.in_size[1]}
     data_shape = tuple(dims[d] for d in data_layout)
-    data = _draw_data(draw, options.magnitudes, dtype, data_shape, weight_class=weight_class)
-    weight = _draw_weight(draw, first, weight_class)
+    data = draw_data(draw, options.magnitudes, dtype, data_shape, weight_class=weight_class)
+    weight = draw_weight(draw, first, weight_class)
     blocks = [_block(draw, options, first, axis_index, weight, shape.biases[0])]
     if topology is Topology.CHAIN:
-        second = _draw_conv(
+        second = draw_conv(
             draw,
             options,
             axis=axis,
@@ -702,14 +400,14 @@ def _draw_case(draw: DrawFn, options: _Options, topology: Topology, dtype: str, 
             in_dtype=first.out_dtype,
             previous=first,
         )
-        weight = _draw_weight(draw, second, _draw_magnitude(draw, options.magnitudes))
+        weight = draw_weight(draw, second, draw_magnitude(draw, options.magnitudes))
         blocks.append(_block(draw, options, second, axis_index, weight, shape.biases[1]))
     return Case(topology=topology, data=data, blocks=tuple(blocks), parameters=parameters)
 
 
 def _bn_only_case(
     draw: DrawFn,
-    options: _Options,
+    options: CaseOptions,
     dtype: str,
     axis: Axis,
     negative: bool,
@@ -717,137 +415,11 @@ def _bn_only_case(
 ) -> Case:
     """batch_norm straight on NCHW data; a non-channel axis names a dimension of length C."""
     channels = draw(st.integers(options.min_channels, options.max_channels))
-    dims = {"N": _draw_batch(draw, options, axis, channels), "C": channels}
+    dims = {"N": draw_batch(draw, options, axis, channels), "C": channels}
     for dim in (Axis.HEIGHT, Axis.WIDTH):
         dims[dim.value] = channels if axis is dim else draw(st.integers(1, options.max_spatial))
-    data = _draw_tensor(draw, options.magnitudes, dtype, tuple(dims[d] for d in "NCHW"), allow_negative=True)
+    data = draw_tensor(draw, options.magnitudes, dtype, tuple(dims[d] for d in "NCHW"), allow_negative=True)
     block = _draw_bn_block(
         draw, options, axis=axis.index("NCHW", negative=negative), dtype=dtype, channels=channels
     )
     return Case(topology=Topology.BN_ONLY, data=data, blocks=(block,), parameters=parameters)
-
-
-# ---------------------------------------------------------------------------
-# batches: one structure, several value sets
-
-
-def value_sets(
-    case: Case,
-    *,
-    magnitudes: SearchStrategy[Magnitude] = DEFAULT_MAGNITUDES,
-    aims: SearchStrategy[int] = DEFAULT_AIMS,
-) -> SearchStrategy[Case]:
-    """Cases with the structure of ``case`` (topology, dtype, shapes, attributes, form,
-    parameters) and every tensor's values drawn anew: what :func:`case_batches` adds
-    after its first case, for a runner that draws further value sets one at a time.
-
-    With the default ``magnitudes`` each tensor is one choice (a code,
-    :func:`strategies.values.code_array`); otherwise each draws its class from
-    ``magnitudes``, then its values. Each value set then draws its aim from ``aims``.
-    """
-    if not isinstance(case, Case):
-        raise InvalidArgument(f"case={case!r} is not a fuzz.case.Case")
-    check_strategy(magnitudes, "magnitudes")
-    check_strategy(aims, "aims")
-    # Hypothesis hands a composite its strategy arguments unwrapped, so whether these are
-    # the default magnitudes (one code per tensor) is decided here, by identity.
-    return _value_sets(case, magnitudes, aims, magnitudes is DEFAULT_MAGNITUDES)
-
-
-@st.composite
-def _value_sets(
-    draw: DrawFn, case: Case, magnitudes: SearchStrategy[Magnitude], aims: SearchStrategy[int], coded: bool
-) -> Case:
-    other = _recoded(draw, case) if coded else draw(_revalued(case, magnitudes))
-    return aim(other, checked_draw(draw, aims, "aims", _is_aim, "an aim code"))
-
-
-@st.composite
-def _case_batches(
-    draw: DrawFn,
-    first: SearchStrategy[Case],
-    magnitudes: SearchStrategy[Magnitude],
-    aims: SearchStrategy[int],
-    max_size: int,
-    coded: bool,
-) -> tuple[Case, ...]:
-    case = draw(first)
-    # How many further value sets: one choice, uniform (so batches are long on average,
-    # and each costs its values only), shrinking to none.
-    count = draw(further_counts(max_size))
-    return (case, *(draw(_value_sets(case, magnitudes, aims, coded)) for _ in range(count)))
-
-
-_CODES = st.integers(0, 2**CODE_BITS - 1)
-
-
-@functools.cache
-def further_counts(max_size: int) -> SearchStrategy[int]:
-    """How many further value sets a batch of at most ``max_size`` gets: 0 to
-    ``max_size - 1``, uniform (``sampled_from`` draws uniformly, where ``integers``
-    favours small values), shrinking to 0."""
-    return st.sampled_from(range(max_size))
-
-
-@st.composite
-def _revalued(draw: DrawFn, case: Case, magnitudes: SearchStrategy[Magnitude]) -> Case:
-    """``case`` with every tensor drawn again, in the order :func:`_cases` draws them: each
-    tensor its class from ``magnitudes``, then its values (:func:`_recoded` is the cheap
-    form for the default magnitudes)."""
-    if not case.topology.has_conv:
-        data = _draw_tensor(draw, magnitudes, case.dtype, case.data.shape, allow_negative=True)
-        (block,) = case.blocks
-        values = _draw_bn_values(draw, magnitudes, block.gamma.dtype, block.gamma.shape[0])
-        return replace(case, data=data, blocks=(replace(block, **values),))
-
-    weight_class = _draw_magnitude(draw, magnitudes)
-    data = _draw_data(draw, magnitudes, case.dtype, case.data.shape, weight_class=weight_class)
-    blocks = []
-    for i, block in enumerate(case.blocks):
-        assert block.conv is not None and block.weight is not None
-        magnitude = weight_class if i == 0 else _draw_magnitude(draw, magnitudes)
-        dims = dict(zip(block.conv.kernel_layout, block.weight.shape, strict=True))
-        oihw = tuple(dims[d] for d in "OIHW")
-        weight = _draw_kernel(draw, block.conv, oihw, block.weight.dtype, magnitude)
-        assert weight.shape == block.weight.shape
-        values = _draw_bn_values(draw, magnitudes, block.gamma.dtype, block.gamma.shape[0])
-        bias = block.bias and _draw_bias(draw, magnitudes, block.bias.dtype, block.bias.shape[0])
-        blocks.append(replace(block, weight=weight, bias=bias, **values))
-    residual = case.residual
-    if residual is not None:
-        residual = _draw_tensor(draw, magnitudes, residual.dtype, residual.shape, allow_negative=True)
-    return replace(case, data=data, blocks=tuple(blocks), residual=residual)
-
-
-def _recoded(draw: DrawFn, case: Case) -> Case:
-    """:func:`_revalued` with one code per tensor, in the same order."""
-
-    def tensor(like: Tensor, *, allow_negative: bool = True, constant: bool = False) -> Tensor:
-        values = code_array(
-            draw(_CODES), dtype=like.dtype, shape=like.shape, allow_negative=allow_negative, constant=constant
-        )
-        return Tensor.from_numpy(values, like.dtype)
-
-    def bn_values(block: Block) -> _BnValues:
-        gamma, beta, mean = (tensor(t) for t in (block.gamma, block.beta, block.mean))
-        return _BnValues(gamma=gamma, beta=beta, mean=mean, var=tensor(block.var, allow_negative=False))
-
-    if not case.topology.has_conv:
-        data = tensor(case.data)
-        (block,) = case.blocks
-        return replace(case, data=data, blocks=(replace(block, **bn_values(block)),))
-    weight_code = draw(_CODES)
-    data = tensor(case.data, constant=code_class(weight_code) is Magnitude.CANCELLING)
-    blocks = []
-    for i, block in enumerate(case.blocks):
-        assert block.conv is not None and block.weight is not None
-        code = weight_code if i == 0 else draw(_CODES)
-        dims = dict(zip(block.conv.kernel_layout, block.weight.shape, strict=True))
-        oihw = code_array(code, dtype=block.weight.dtype, shape=tuple(dims[d] for d in "OIHW"))
-        permutation = ["OIHW".index(d) for d in block.conv.kernel_layout]
-        weight = Tensor.from_numpy(np.transpose(oihw, permutation), block.weight.dtype)
-        values = bn_values(block)
-        bias = block.bias and tensor(block.bias)
-        blocks.append(replace(block, weight=weight, bias=bias, **values))
-    residual = case.residual and tensor(case.residual)
-    return replace(case, data=data, blocks=tuple(blocks), residual=residual)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from test_strategies import MANY, check_case
 
 from fuzz.case import Case, Topology, kernel_to_oihw
-from fuzz.reference import epsilon_dtype
+from fuzz.numerics import epsilon_dtype
 from strategies import cases
 from strategies.aim import AIM_BITS, Aim, aim
 from strategies.values import FORMATS

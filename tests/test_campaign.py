@@ -13,10 +13,13 @@ import tvm
 from cases import make_case
 from hypothesis import strategies as st
 
-from fuzz.campaign import SHRINK_DEADLINE, Progress, StopCampaign, run_campaign
+from fuzz.campaign import StopCampaign, run_campaign
+from fuzz.campaign_control import SHRINK_DEADLINE
+from fuzz.campaign_result import Progress
 from fuzz.case import Case, Topology
 from fuzz.check import Checked, check
 from fuzz.compile_cache import CompileCache
+from fuzz.execute import Stage
 from fuzz.oracle import Finding, Symptom, Verdict
 from fuzz.passes import resolve_pass
 from fuzz.pipeline import Pipeline
@@ -142,7 +145,7 @@ def test_a_shrink_checks_each_passing_value_set_once() -> None:
     def checker(case: Case, pipeline: Pipeline | None) -> Checked:
         checked = check(case, resolve_pass("fixed"), cache.run, pipeline, lowering=False)
         if float(np.max(np.abs(case.data.float64()))) > 8:
-            synthetic = Finding(Symptom.OUT_OF_TOLERANCE, "compare", "synthetic: |x| > 8")
+            synthetic = Finding(Symptom.OUT_OF_TOLERANCE, Stage.COMPARE, "synthetic: |x| > 8")
             checked = replace(checked, verdict=Verdict((synthetic,)))
         elif shrinking:
             passed.append((case, pipeline))

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from fuzz.campaign_report import HEADROOM_BINS, RATIO_BINS, histograms, write_report
-from fuzz.cli import _merge_counts, main
+from fuzz.cli import main
+from fuzz.run import merge_counts
 
 
 def test_histograms_bin_every_value_and_list_every_bin() -> None:
@@ -25,7 +26,7 @@ def test_histograms_bin_every_value_and_list_every_bin() -> None:
 def test_worker_counts_add_up() -> None:
     one = {"a": {"runs": 2, "fired": 1}, "b": {"runs": 1, "fired": 0}}
     two = {"a": {"runs": 3, "fired": 3}}
-    assert _merge_counts([one, two]) == {"a": {"runs": 5, "fired": 4}, "b": {"runs": 1, "fired": 0}}
+    assert merge_counts([one, two]) == {"a": {"runs": 5, "fired": 4}, "b": {"runs": 1, "fired": 0}}
 
 
 def test_the_report_has_every_section_and_a_plot(tmp_path: Path) -> None:

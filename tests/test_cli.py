@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.case import SCHEMA_VERSION
+from fuzz.case_json import SCHEMA_VERSION
 from fuzz.cli import main
 
 FINDING_KEYS = {"signature", "symptom", "stage", "first_seconds", "attributes"}

@@ -14,8 +14,9 @@ from fuzz.corpus import Entry, dumps_entry, load_entry, replay
 from fuzz.decline import Reason, block_reasons
 from fuzz.declines import DECLINED
 from fuzz.minimize import found, minimality
+from fuzz.numerics import conv2d_nchw
 from fuzz.passes import resolve_pass
-from fuzz.reference import conv2d_nchw, reference
+from fuzz.reference import reference
 
 CORPUS = Path(__file__).resolve().parent.parent / "corpus"
 ENTRIES = sorted(CORPUS.glob("*.json"))  # the upstream defect classes

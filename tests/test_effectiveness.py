@@ -9,17 +9,9 @@ from typing import Any
 import pytest
 
 from fuzz.cli import main
-from fuzz.effectiveness import (
-    ERROR_FACTOR,
-    VARIANTS,
-    Layer,
-    import_variant,
-    is_right,
-    layer_case,
-    run_effectiveness,
-    run_layers,
-)
+from fuzz.effectiveness import ERROR_FACTOR, VARIANTS, import_variant, is_right, run_effectiveness
 from fuzz.execute import count_batch_norms
+from fuzz.layers import Layer, layer_case, run_layers
 from fuzz.passes import resolve_pass
 from fuzz.zoo import MIN_SIZE, MODELS, build_model
 

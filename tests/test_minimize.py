@@ -13,24 +13,23 @@ from cases import PUBLIC_NAN_REPORT, make_case
 
 from fuzz.attributes import ATTRIBUTE_DEFAULTS as DEFAULTS
 from fuzz.attributes import classify
-from fuzz.case import Epilogue, Tensor, Topology, case_to_json
+from fuzz.case import Epilogue, Tensor, Topology
+from fuzz.case_json import case_to_json
 from fuzz.cli import main
 from fuzz.corpus import load_entry
-from fuzz.minimize import (
+from fuzz.minimize import found, minimality, simplify
+from fuzz.passes import resolve_pass
+from fuzz.reference import reference
+from fuzz.simplifications import (
     _as_conv_bn,
     _as_nchw,
     _as_oihw,
     _one_in_channel,
     _one_out_channel,
     _ungrouped,
-    found,
-    minimality,
     simplifications,
-    simplify,
     with_defaults_except,
 )
-from fuzz.passes import resolve_pass
-from fuzz.reference import reference
 
 ROOT = Path(__file__).resolve().parent.parent
 UPSTREAM = resolve_pass("upstream")

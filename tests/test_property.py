@@ -16,7 +16,8 @@ from correct_fold import CorrectFold
 from hypothesis import Phase, event, given, settings
 
 import strategies
-from fuzz.case import Case, dumps
+from fuzz.case import Case
+from fuzz.case_json import dumps
 from fuzz.check import check
 from fuzz.compile_cache import CompileCache
 from fuzz.oracle import Symptom

@@ -9,7 +9,8 @@ import pytest
 from cases import make_case
 
 from fuzz.case import Conv2dAttrs
-from fuzz.reference import conv2d_nchw, dtype_facts, gamma_k, reference
+from fuzz.numerics import conv2d_nchw, dtype_facts, gamma_k
+from fuzz.reference import reference
 
 
 def naive_conv(x: np.ndarray, w: np.ndarray, a: Conv2dAttrs) -> np.ndarray:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.campaign import BATCH_SIZE, example_database, run_campaign
+from fuzz.campaign import BATCH_SIZE, run_campaign
+from fuzz.campaign_control import example_database
 from fuzz.case import Case
 from fuzz.check import Checked, check
 from fuzz.cli import main

@@ -40,7 +40,7 @@ FORMS = {
 
 
 def entry_for(case: Case, symptom: str = "out-of-tolerance") -> Entry:
-    return Entry(case, "upstream", symptom, "compare", symptom, "a hand-made case", {}, {})
+    return Entry(case, "upstream", symptom, "compare", symptom, "a hand-made case", "", "", {}, {})
 
 
 def module_part(script: str) -> str:
@@ -84,6 +84,8 @@ def test_a_missed_fold_script_shows_the_batch_norm_left(tmp_path: Path) -> None:
         "missed-fold",
         "pass",
         "missed-fold",
+        "",
+        "",
         "",
         {},
         {},

@@ -29,14 +29,10 @@ from fuzz.case import (
     Conv2dAttrs,
     Tensor,
     Topology,
-    case_from_json,
-    case_to_json,
-    dumps,
     kernel_shape,
     kernel_to_oihw,
-    loads,
-    same_bits,
 )
+from fuzz.case_json import case_from_json, case_to_json, dumps, loads, same_bits
 from strategies import Axis, Magnitude, batch_norm_attrs, case_batches, cases, conv2d_attrs, tensors
 
 #: Deterministic runs of many examples, independent of the active profile.

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from cases import make_case
 
-from fuzz.case import case_to_json
+from fuzz.case_json import case_to_json
 from fuzz.cli import SUPPORTED_TVM, main
 from fuzz.corpus import ENTRY_SCHEMA, EntryError, load_entry
 
@@ -114,6 +114,8 @@ def write_entry(tmp_path: Path, edit: object = None, text: str | None = None) ->
         "stage": "pass",
         "signature": "pass-exception:AttributeError[kernel_layout=IOHW]",
         "message": "",
+        "error_type": "AttributeError",
+        "stderr": "",
         "expect": {"upstream": "fails", "fixed": "passes"},
         "reason": {},
         "provenance": {},
@@ -126,7 +128,19 @@ def write_entry(tmp_path: Path, edit: object = None, text: str | None = None) ->
 
 
 def test_a_good_entry_loads(tmp_path: Path) -> None:
-    assert load_entry(write_entry(tmp_path)).expect["upstream"] == "fails"
+    entry = load_entry(write_entry(tmp_path))
+    assert entry.expect["upstream"] == "fails" and entry.error_type == "AttributeError"
+
+
+def test_a_schema_1_entry_loads_without_error_type_and_stderr(tmp_path: Path) -> None:
+    def older(obj: dict[str, object]) -> None:
+        obj.update(schema=1)
+        del obj["error_type"], obj["stderr"]
+
+    entry = load_entry(write_entry(tmp_path, older))
+    assert (entry.error_type, entry.stderr) == ("", "")
+    with pytest.raises(EntryError, match="missing"):  # schema 2 requires both
+        load_entry(write_entry(tmp_path, lambda o: o.pop("error_type")))
 
 
 BAD_ENTRIES = {
@@ -137,6 +151,7 @@ BAD_ENTRIES = {
     "dtype": (lambda o: o["case"]["data"].update(dtype="float8"), None, "case.data.dtype"),
     "expect": (lambda o: o["expect"].update(fixed="works"), None, "expect.fixed"),
     "missing": (lambda o: o.pop("symptom"), None, "symptom"),
+    "error_type": (lambda o: o.update(error_type=3), None, "error_type"),
 }
 
 

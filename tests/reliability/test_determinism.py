@@ -63,7 +63,7 @@ CAMPAIGN = """
 import hashlib
 from fuzz.campaign import run_campaign
 from fuzz.check import check
-from fuzz.case import dumps
+from fuzz.case_json import dumps
 from fuzz.compile_cache import CompileCache
 from fuzz.passes import resolve_pass
 upstream, runner, digest, count = resolve_pass("upstream"), CompileCache().run, hashlib.sha256(), 0

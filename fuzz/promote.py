@@ -1,0 +1,137 @@
+"""From a campaign finding to a corpus entry: simplified, re-measured, expectations measured.
+
+:func:`promote` reads a finding (:mod:`fuzz.findings`; a corpus entry is read the same
+way, to re-promote it), makes its case simpler where the same bug survives
+(:func:`fuzz.minimize.simplify`), measures its message afresh, and measures the
+expectation of each named pass by replaying the case on it: expectations are never
+typed in. Of two entries with one signature the smaller case is kept
+(:func:`fuzz.findings.smaller_wins`, the rule a findings folder follows too).
+"""
+
+from __future__ import annotations
+
+import platform
+from pathlib import Path
+
+import hypothesis
+
+from fuzz.check import Checked
+from fuzz.compat import tvm_version
+from fuzz.corpus import Entry, EntryError, check_entry, dumps_entry, load_entry
+from fuzz.findings import FindingFileError, FindingRecord, read_finding, smaller_wins
+from fuzz.minimize import simplify
+from fuzz.oracle import Symptom
+from fuzz.passes import resolve_pass
+from fuzz.storage import file_name, write_atomic
+
+__all__ = ["promote", "read_finding_or_entry"]
+
+
+def read_finding_or_entry(path: Path) -> FindingRecord:
+    """The finding in ``path``: a file ``bnfuzz run --out`` wrote, or a corpus entry in the
+    same terms. :class:`fuzz.corpus.EntryError` if it is neither (or a broken entry)."""
+    try:
+        return read_finding(path)
+    except FindingFileError as not_a_finding:
+        try:
+            entry = load_entry(path)
+        except EntryError as exc:
+            if exc.field == "schema" and exc.detail == "missing":  # no entry: say why not a finding
+                raise EntryError(path, "file", not_a_finding.detail) from None
+            raise
+    return FindingRecord(
+        signature=entry.signature,
+        symptom=Symptom(entry.symptom),
+        stage=entry.stage,
+        message=entry.message,
+        case=entry.case,
+        pass_name=entry.pass_name,
+        error_type=entry.error_type,
+        stderr=entry.stderr,
+        pipeline=entry.pipeline,
+        seed=entry.provenance.get("seed"),
+        tvm=str(entry.provenance.get("tvm", "")),
+        found_by=entry.provenance.get("found_by"),
+    )
+
+
+def _reason(checked: Checked) -> str:
+    finding = checked.verdict.primary
+    if finding is None:
+        return "no finding: built, ran and stayed within the error bound"
+    return f"{finding.symptom.value} at {finding.stage.value}: {finding.message}"
+
+
+def promote(
+    finding_path: Path, corpus: Path, passes: tuple[str, ...] = ("upstream", "fixed")
+) -> tuple[Path, str | None]:
+    """Turn a ``bnfuzz run --out`` finding into a corpus entry in ``corpus``; return its path,
+    and None, or what was done when an entry with the same signature was already there:
+    the smaller case is kept (the other one is the same bug).
+
+    A corpus entry can be promoted again, to re-minimise it and re-measure its
+    expectations on the installed TVM.
+    """
+    record = read_finding_or_entry(finding_path)
+    case, pipeline = record.case, record.pipeline
+    isolated = record.symptom in (Symptom.CRASH, Symptom.TIMEOUT)
+    narrowed = None
+    if not isolated:  # a crash would end this process: such cases stay as Hypothesis shrank them
+        case, pipeline, narrowed = simplify(case, resolve_pass(record.pass_name), pipeline)
+    signature = str(narrowed) if narrowed is not None else record.signature
+    found = check_entry(case, record.pass_name, pipeline, isolated).verdict.primary
+    expect: dict[str, str] = {}
+    reason: dict[str, str] = {}
+    for name in passes:
+        checked = check_entry(case, name, pipeline, isolated)
+        expect[name] = "passes" if checked.verdict.primary is None else "fails"
+        reason[name] = _reason(checked)
+    entry = Entry(
+        case=case,
+        pass_name=record.pass_name,
+        symptom=record.symptom.value,
+        stage=found.stage if found else record.stage,
+        signature=signature,
+        message=found.message if found else record.message,
+        error_type=found.error_type if found else record.error_type,
+        stderr=found.stderr if found else record.stderr,
+        expect=expect,
+        reason=reason,
+        provenance={
+            "tvm": tvm_version(),
+            "tvm_commit": _tvm_commit(),
+            "hypothesis": hypothesis.__version__,
+            "python": platform.python_version(),
+            "platform": platform.platform(),
+            "seed": record.seed,
+            "found_by": record.found_by
+            or f"bnfuzz run --pass {record.pass_name} --seed {record.seed}"
+            + (" --pipelines" if pipeline is not None else ""),
+        },
+        pipeline=pipeline,
+    )
+    corpus.mkdir(parents=True, exist_ok=True)
+    target = corpus / file_name(signature)
+    kept = None
+    if target.exists() and target.resolve() != finding_path.resolve():
+        try:
+            there = load_entry(target)
+        except EntryError:
+            there = None  # unreadable: replaced
+        if there is not None and there.signature == signature:
+            if not smaller_wins(there.case, case):
+                return target, f"kept its case ({there.case.size} values, this one {case.size})"
+            kept = f"replaced its case ({there.case.size} values) by this smaller one ({case.size})"
+    write_atomic(target, dumps_entry(entry))
+    return target, kept
+
+
+def _tvm_commit() -> str:
+    """The TVM build's git commit, where the build records one (PyPI wheels do not)."""
+    try:
+        import tvm
+
+        commit = tvm.support.libinfo().get("GIT_COMMIT_HASH", "")
+    except Exception:
+        commit = ""
+    return str(commit) or "not recorded in this TVM build"
