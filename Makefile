@@ -1,9 +1,14 @@
-# The two commands of the README: `make fuzz` (the main job) and `make test`.
-# Both create .venv and install the project into it first (idempotent).
+# The two commands of the README: `make fuzz` (the main job) and `make test`; `make check` is
+# the quick tier of `make test` for the edit-test loop. All create .venv and install the
+# project into it first (idempotent).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 BUDGET ?= 120
+# pytest-xdist workers: one per core of these 2-core machines. Tests that share the corpus's
+# replays carry xdist_group("corpus"); --dist loadgroup keeps them on one worker.
+JOBS ?= 2
+PYTEST := $(BIN)/python -m pytest -n $(JOBS) --dist loadgroup
 # The TVM release to install: 0.27 (the pinned default), 0.26 or 0.25. constraints/tvm-$(TVM).txt
 # pins it and the apache-tvm-ffi it needs; changing TVM reinstalls into the same .venv.
 TVM ?= 0.27
@@ -14,7 +19,7 @@ ifeq ($(wildcard $(CONSTRAINTS)),)
 $(error TVM=$(TVM) is not supported: choose one of $(patsubst constraints/tvm-%.txt,%,$(wildcard constraints/tvm-*.txt)))
 endif
 
-.PHONY: setup fuzz test lint clean
+.PHONY: setup fuzz check test lint clean
 
 $(STAMP): pyproject.toml $(CONSTRAINTS)
 	$(PYTHON) -m venv $(VENV)
@@ -34,8 +39,13 @@ lint: setup
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# The quick tier: every test not marked slow (no campaigns, subprocesses or many-example builds).
+check: lint
+	$(PYTEST) -m "not slow"
+
+# Everything; the 15 slowest tests are listed at the end. .ci/run calls this.
 test: lint
-	$(BIN)/python -m pytest
+	$(PYTEST) --durations=15
 
 clean:
 	rm -rf $(VENV) .venv-* tvm-versions .hypothesis .pytest_cache .mypy_cache .ruff_cache findings

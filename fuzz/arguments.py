@@ -17,7 +17,9 @@ from fuzz.errors import UsageError
 __all__ = ["comma_names", "parser"]
 
 
-def _positive(kind: type) -> Any:
+def _positive(kind: type, zero: bool = False) -> Any:
+    """A parser of positive numbers of ``kind`` (or zero too, with ``zero``)."""
+
     def parse(text: str) -> Any:
         try:
             value = kind(text)
@@ -26,8 +28,8 @@ def _positive(kind: type) -> Any:
             raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
         if not math.isfinite(value):
             raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        if value < 0 or (value == 0 and not zero):
+            raise argparse.ArgumentTypeError(f"must be {'zero or ' if zero else ''}positive, got {text}")
         return value
 
     return parse
@@ -92,11 +94,12 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0, help="seed of the Hypothesis search (default 0)")
     run.add_argument(
         "--shrink-seconds",
-        type=_positive(float),
+        type=_positive(float, zero=True),
         default=None,
         metavar="SECONDS",
         help="longest time Hypothesis spends shrinking one finding; simplifying its attributes then "
-        "gets twice as long (default: a sixtieth of --budget, between 2 and 60; 60 without --budget)",
+        "gets twice as long (default: a sixtieth of --budget, between 2 and 60; 60 without --budget); "
+        "0 keeps each finding as first found, so what a run reports does not depend on the machine's speed",
     )
     run.add_argument(
         "--out",

@@ -18,7 +18,7 @@ import numpy as np
 
 from fuzz.attributes import ATTRIBUTE_DEFAULTS, classify
 from fuzz.case import Case, kernel_to_oihw
-from fuzz.check import check
+from fuzz.check import Checked, check
 from fuzz.corpus import Entry
 from fuzz.execute import Outputs
 from fuzz.minimize import minimality
@@ -34,13 +34,15 @@ __all__ = ["render_issue", "render_script"]
 # issue text
 
 
-def _actual(entry: Entry) -> str:
-    """The actual behaviour in plain numbers a reader can check, from a fresh run."""
+def _actual(entry: Entry, checked: Checked | None) -> str:
+    """The actual behaviour in plain numbers a reader can check, from ``checked`` (the
+    entry's case on its pass) or a fresh run."""
     if entry.isolated:
         stderr = entry.stderr
         tail = f"\n\nWhat the process printed to stderr:\n\n```\n{stderr}\n```" if stderr else ""
         return f"Checking this graph, {entry.message.removeprefix('the ')}.{tail}"
-    checked = check(entry.case, resolve_pass(entry.pass_name), pipeline=entry.pipeline)
+    if checked is None:
+        checked = check(entry.case, resolve_pass(entry.pass_name), pipeline=entry.pipeline)
     ex, finding = checked.execution, checked.verdict.primary
     the = "the pass" if entry.pipeline is None else "the passes"
     if finding is None:
@@ -207,8 +209,9 @@ def _cause_section(entry: Entry) -> list[str]:
     return ["### Where it goes wrong", "", *_upstream_line(snippet), text, ""]
 
 
-def render_issue(entry: Entry) -> str:
-    """A GitHub issue for ``entry`` in the shape TVM maintainers receive."""
+def render_issue(entry: Entry, checked: Checked | None = None) -> str:
+    """A GitHub issue for ``entry`` in the shape TVM maintainers receive. ``checked``: the
+    entry's case already checked on its own pass (a replay), if the caller has it."""
     case = entry.case
     attrs = ", ".join(f"{k}={v}" for k, v in classify(case).items() if ATTRIBUTE_DEFAULTS[k] != v)
     words = wording(entry.kind, entry.symptom)
@@ -235,7 +238,7 @@ def render_issue(entry: Entry) -> str:
             "",
             "### Actual behavior",
             "",
-            _actual(entry),
+            _actual(entry, checked),
             "",
             *_cause_section(entry),
             "### Environment",

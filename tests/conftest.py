@@ -10,8 +10,13 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+if TYPE_CHECKING:
+    from replays import Replays
 
 _SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example]
 
@@ -33,3 +38,13 @@ settings.register_profile(
     print_blob=True,
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+
+
+@pytest.fixture(scope="session")
+def corpus() -> Replays:
+    """The shipped corpus, each entry replayed on a pass at most once per session. Tests
+    that use it carry ``pytest.mark.xdist_group("corpus")``, so under ``pytest -n 2``
+    (``--dist loadgroup``) they run in one worker and share it too."""
+    from replays import Replays
+
+    return Replays()

@@ -1,15 +1,15 @@
 """A pass under test that crashes the process on purpose, for the crash-isolation tests.
 
-:class:`CrashOnTraining` is upstream's fold, except that it dereferences a null pointer
-(a real SIGSEGV, not an exception) on a module with a training-mode batch_norm, and
-never returns on one with ``center=False``. Resolve it as
-``tests.crashing_pass:CrashOnTraining``.
+:class:`SegfaultOnTraining` is upstream's fold, except that it dereferences a null pointer
+(a real SIGSEGV, not an exception) on a module with a training-mode batch_norm;
+:class:`SegfaultOrHang` also never returns on one with ``center=False``. Resolve them as
+``tests.crashing_pass:SegfaultOnTraining`` and ``tests.crashing_pass:SegfaultOrHang``.
 """
 
 from __future__ import annotations
 
 import ctypes
-import time
+import threading
 from typing import Any
 
 import tvm
@@ -31,12 +31,15 @@ def _batch_norm_attrs(mod: tvm.IRModule) -> list[Any]:
     return found
 
 
-@tvm.transform.module_pass(opt_level=0, name="CrashOnTraining")
-def CrashOnTraining(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
-    attrs = _batch_norm_attrs(mod)
-    if any(bool(a.training) for a in attrs):
+@tvm.transform.module_pass(opt_level=0, name="SegfaultOnTraining")
+def SegfaultOnTraining(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
+    if any(bool(a.training) for a in _batch_norm_attrs(mod)):
         ctypes.string_at(0)  # SIGSEGV
-    if any(not bool(a.center) for a in attrs):
-        while True:
-            time.sleep(1)
     return relax.transform.FoldBatchnormToConv2D()(mod)
+
+
+@tvm.transform.module_pass(opt_level=0, name="SegfaultOrHang")
+def SegfaultOrHang(mod: tvm.IRModule, ctx: tvm.transform.PassContext) -> tvm.IRModule:
+    if any(not bool(a.center) for a in _batch_norm_attrs(mod)):
+        threading.Event().wait()  # hangs for good: the isolation's timeout has to end it
+    return SegfaultOnTraining(mod)

@@ -127,6 +127,7 @@ def test_zero_variance_leaves_epsilon_to_decide(case: Case, seed: int) -> None:
     assert all(0 <= v <= eps for v in block.var.values)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target", [Aim.SPREAD, Aim.HUGE_SCALE, Aim.CANCEL])
 def test_other_aims_change_the_first_block_only(target: Aim) -> None:
     @MANY

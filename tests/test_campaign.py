@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from dataclasses import replace
 
 import numpy as np
@@ -30,6 +29,7 @@ IOHW = make_case(**SMALL, kernel_layout="IOHW")
 CLEAN = make_case(**SMALL)
 
 
+@pytest.mark.slow
 def test_distinct_bugs_are_reported_once_each() -> None:
     result = run_campaign(
         resolve_pass("upstream"), max_examples=30, cases=st.sampled_from([CLEAN, SCALE_OFF, IOHW])
@@ -92,8 +92,7 @@ def ctrl_c_inside_a_python_pass() -> tvm.ir.transform.Pass:
 
     @tvm.ir.transform.module_pass(opt_level=0)
     def press_ctrl_c(mod: tvm.IRModule, _ctx: object) -> tvm.IRModule:
-        os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.1)  # the signal is delivered while we are still inside the pass
+        os.kill(os.getpid(), signal.SIGINT)  # Python runs the handler before the next line
         return mod
 
     return press_ctrl_c
@@ -116,7 +115,6 @@ def test_a_second_ctrl_c_stops_at_once() -> None:
         presses += 1
         os.kill(os.getpid(), signal.SIGINT)
         os.kill(os.getpid(), signal.SIGINT)  # the second one raises here, mid-check
-        time.sleep(0.1)
         raise AssertionError("not reached")
 
     result = run_campaign(

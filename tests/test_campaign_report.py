@@ -54,6 +54,7 @@ def test_the_report_has_every_section_and_a_plot(tmp_path: Path) -> None:
     assert (tmp_path / "report" / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_run_writes_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out, report = tmp_path / "findings", tmp_path / "report"
     args = ["run", "--pass", "upstream", "--max-examples", "20", "--out", str(out), "--report", str(report)]

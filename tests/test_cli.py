@@ -110,7 +110,7 @@ def test_clean_run_exits_0_with_a_json_summary(capsys: pytest.CaptureFixture[str
 def test_upstream_run_finds_and_writes_findings(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(
         [
-            "run", "--pass", "upstream", "--max-examples", "40", "--shrink-seconds", "5",
+            "run", "--pass", "upstream", "--max-examples", "40", "--shrink-seconds", "0",
             "--json", "--out", str(tmp_path),
         ]
     )  # fmt: skip
@@ -138,7 +138,7 @@ def test_identity_judged_as_a_complete_fold_misses_folds(
             "--max-examples",
             "10",
             "--shrink-seconds",
-            "5",
+            "0",
             "--json",
         ]
     )

@@ -72,6 +72,7 @@ FORMS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pass_name", ["upstream", "fixed"])
 @pytest.mark.parametrize("index", range(len(FORMS)))
 def test_cached_path_is_bit_identical_in_every_form(pass_name: str, index: int) -> None:
@@ -93,6 +94,7 @@ def test_a_module_of_one_structure_takes_each_cases_values() -> None:
 CACHE = CompileCache(capacity=64)
 
 
+@pytest.mark.slow
 @settings(max_examples=15)
 @given(strategies.cases())
 def test_cached_path_is_bit_identical_on_generated_cases(case: Case) -> None:

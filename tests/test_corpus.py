@@ -1,6 +1,7 @@
 """The corpus: every entry replays as it expects (each upstream defect class fails on
 ``upstream`` and passes on ``fixed``), files are stable. Bad files are in
-``tests/reliability/test_bad_input.py``."""
+``tests/reliability/test_bad_input.py``. Replays come from the session's ``corpus``
+fixture (``tests/replays.py``), which the report and determinism tests share."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from replays import CORPUS, DECLINE_ENTRIES, ENTRIES, MUTANT_ENTRIES, PIPELINE_ENTRIES, Replays, ids
 
 from fuzz.attributes import classify
-from fuzz.corpus import Entry, dumps_entry, load_entry, replay
+from fuzz.corpus import Entry, dumps_entry, load_entry
 from fuzz.decline import Reason, block_reasons
 from fuzz.declines import DECLINED
 from fuzz.minimize import found, minimality
@@ -18,10 +20,7 @@ from fuzz.numerics import conv2d_nchw
 from fuzz.passes import resolve_pass
 from fuzz.reference import reference
 
-CORPUS = Path(__file__).resolve().parent.parent / "corpus"
-ENTRIES = sorted(CORPUS.glob("*.json"))  # the upstream defect classes
-#: Findings of pipeline campaigns (``bnfuzz run --pipelines``): the pass among its neighbours.
-PIPELINE_ENTRIES = sorted((CORPUS / "pipelines").glob("*.json"))
+pytestmark = pytest.mark.xdist_group("corpus")
 
 
 def defect_class(entry: Entry) -> str:
@@ -58,12 +57,12 @@ def test_one_entry_per_upstream_defect_class() -> None:
     assert classes == expected
 
 
-@pytest.mark.parametrize("path", ENTRIES, ids=[p.stem for p in ENTRIES])
-def test_entry_fails_on_upstream_and_passes_on_fixed(path: Path) -> None:
-    entry = load_entry(path)
+@pytest.mark.parametrize("path", ENTRIES, ids=ids(ENTRIES))
+def test_entry_fails_on_upstream_and_passes_on_fixed(path: Path, corpus: Replays) -> None:
+    entry = corpus.entry(path)
     assert entry.expect == {"upstream": "fails", "fixed": "passes"}
     for name in ("upstream", "fixed"):
-        result = replay(entry, name)
+        result = corpus.replay(path, name)
         assert result.as_expected, f"{path.name} on {name}: {result.status}, expected {result.expected}"
     # Passing by leaving the graph alone is right only where folding is wrong.
     must_not_fold = defect_class(entry) in ("training", "axis")
@@ -71,7 +70,8 @@ def test_entry_fails_on_upstream_and_passes_on_fixed(path: Path) -> None:
     assert dumps_entry(entry) == path.read_text(), "stable formatting: sorted keys, 2-space indent"
 
 
-@pytest.mark.parametrize("path", ENTRIES, ids=[p.stem for p in ENTRIES])
+@pytest.mark.slow
+@pytest.mark.parametrize("path", ENTRIES, ids=ids(ENTRIES))
 def test_entry_is_minimal(path: Path) -> None:
     """Nothing left that ``bnfuzz promote`` would still simplify, and the outputs show the bug."""
     entry = load_entry(path)
@@ -81,19 +81,14 @@ def test_entry_is_minimal(path: Path) -> None:
     assert [a.description for a in minimality(entry.case, upstream) if a.outcome == "remains"] == []
 
 
-@pytest.mark.parametrize("path", PIPELINE_ENTRIES, ids=[p.stem for p in PIPELINE_ENTRIES])
-def test_pipeline_entry_replays_as_expected(path: Path) -> None:
-    entry = load_entry(path)
+@pytest.mark.parametrize("path", PIPELINE_ENTRIES, ids=ids(PIPELINE_ENTRIES))
+def test_pipeline_entry_replays_as_expected(path: Path, corpus: Replays) -> None:
+    entry = corpus.entry(path)
     assert entry.pipeline is not None and entry.expect
     for name in entry.expect:
-        result = replay(entry, name)
+        result = corpus.replay(path, name)
         assert result.as_expected, f"{path.name} on {name}: {result.status}, expected {result.expected}"
     assert dumps_entry(entry) == path.read_text()
-
-
-#: Decline entries (``bnfuzz declines``): per reason a fold may keep a batch_norm, the
-#: smallest case where ``fixed`` keeps it.
-DECLINE_ENTRIES = sorted((CORPUS / "declines").glob("*.json"))
 
 
 def test_there_is_a_decline_entry_per_reason() -> None:
@@ -101,12 +96,12 @@ def test_there_is_a_decline_entry_per_reason() -> None:
     assert named == {f"{DECLINED}[reason={r.name.lower()}]" for r in Reason}
 
 
-@pytest.mark.parametrize("path", DECLINE_ENTRIES, ids=[p.stem for p in DECLINE_ENTRIES])
-def test_decline_entry_replays_and_its_reason_is_stated(path: Path) -> None:
-    entry = load_entry(path)
+@pytest.mark.parametrize("path", DECLINE_ENTRIES, ids=ids(DECLINE_ENTRIES))
+def test_decline_entry_replays_and_its_reason_is_stated(path: Path, corpus: Replays) -> None:
+    entry = corpus.entry(path)
     assert entry.symptom == DECLINED and entry.expect["fixed"] == "passes"
     for name in entry.expect:
-        result = replay(entry, name)
+        result = corpus.replay(path, name)
         assert result.as_expected, f"{path.name} on {name}: {result.status}, expected {result.expected}"
         if name == "fixed":  # kept the batch_norm, and the must-fold property accepted it
             assert not result.checked.execution.fired
@@ -115,25 +110,20 @@ def test_decline_entry_replays_and_its_reason_is_stated(path: Path) -> None:
     assert dumps_entry(entry) == path.read_text()
 
 
-def test_a_decline_entry_fails_on_a_pass_that_folds_it_anyway() -> None:
+def test_a_decline_entry_fails_on_a_pass_that_folds_it_anyway(corpus: Replays) -> None:
     # upstream folds training-mode batch_norm: the training entry fails on it
-    entry = load_entry(CORPUS / "declines" / "declined_reason=training_.json")
-    assert replay(entry, "upstream").status == "fails"
+    assert corpus.replay(CORPUS / "declines" / "declined_reason=training_.json", "upstream").status == "fails"
 
 
-#: Findings against seeded-defect variants of the fixed pass (``bnfuzz run --pass
-#: mutant:NAME``, :mod:`fuzz.mutants`), kept for the mechanism each shows.
-MUTANT_ENTRIES = sorted((CORPUS / "mutants").glob("*.json"))
-
-
-@pytest.mark.parametrize("path", MUTANT_ENTRIES, ids=[p.stem for p in MUTANT_ENTRIES])
-def test_mutant_entry_fails_on_its_mutant_and_passes_on_fixed(path: Path) -> None:
-    entry = load_entry(path)
+@pytest.mark.parametrize("path", MUTANT_ENTRIES, ids=ids(MUTANT_ENTRIES))
+def test_mutant_entry_fails_on_its_mutant_and_passes_on_fixed(path: Path, corpus: Replays) -> None:
+    """Entries against mutants (``bnfuzz run --pass mutant:NAME``, :mod:`fuzz.mutants`)."""
+    entry = corpus.entry(path)
     mutants = [name for name in entry.expect if name.startswith("mutant:")]
     assert mutants and all(entry.expect[m] == "fails" for m in mutants)
     assert entry.expect["fixed"] == "passes"
     for name in entry.expect:
-        result = replay(entry, name)
+        result = corpus.replay(path, name)
         assert result.as_expected, f"{path.name} on {name}: {result.status}, expected {result.expected}"
     assert dumps_entry(entry) == path.read_text()
 

@@ -27,6 +27,7 @@ def test_layer_case_has_realistic_statistics() -> None:
     assert all(1e-3 <= v <= 4.0 for v in block.var.values)
 
 
+@pytest.mark.slow
 def test_layer_rows_for_fixed_and_upstream() -> None:
     rows = run_layers(resolve_pass("fixed"), resolve_pass("upstream"), rounds=1, number=1, layers=(TINY,))
     by_layer = {row["layer"]: row for row in rows}
@@ -42,6 +43,7 @@ def test_layer_rows_for_fixed_and_upstream() -> None:
     assert nhwc["upstream"]["batch_norms"] == 1 and "ratio" not in nhwc  # upstream does not fold HWIO
 
 
+@pytest.mark.slow
 def test_a_zoo_row_end_to_end() -> None:
     """ResNet-18 at 32x32, NCHW float32: upstream folds every batch_norm, rightly."""
     upstream = resolve_pass("upstream")

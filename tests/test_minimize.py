@@ -44,6 +44,7 @@ def batch_of_two(case):  # type: ignore[no-untyped-def]
     return replace(case, data=Tensor.from_numpy(np.concatenate([data, data * 0.5]), case.data.dtype))
 
 
+@pytest.mark.slow
 def test_simplify_drops_a_batch_item_that_does_not_matter() -> None:
     big = batch_of_two(PUBLIC_NAN_REPORT)
     assert str(found(big, UPSTREAM).signature) == "finite-to-nonfinite"  # type: ignore[union-attr]

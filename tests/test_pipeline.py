@@ -157,6 +157,7 @@ def promoted(tmp_path: Path, case_kwargs: dict[str, object], pipeline: Pipeline,
     return path
 
 
+@pytest.mark.slow
 def test_promote_drops_passes_that_do_not_matter_and_the_script_reproduces(tmp_path: Path) -> None:
     pipeline = Pipeline(("FoldConstant", "DecomposeOpsForInference", "fold"), 2, False)
     # With fixed (which leaves training mode alone) only DecomposeOpsForInference matters.

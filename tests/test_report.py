@@ -1,5 +1,6 @@
 """Reproducer scripts and issue text: exact text for one entry, and every corpus entry's
-script reproduces its bug in a fresh process (and stops once the pass is fixed)."""
+script reproduces its bug in a fresh process (and stops once the pass is fixed). Issue
+texts take each entry's replay from the session's ``corpus`` fixture."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from replays import ENTRIES, PIPELINE_ENTRIES, ROOT, Replays, ids
 
 from fuzz.cli import main
 from fuzz.corpus import load_entry
 from fuzz.report import UPSTREAM_MODULE, render_issue, render_script
 
-ROOT = Path(__file__).resolve().parent.parent
-CORPUS = sorted((ROOT / "corpus").glob("*.json"))
+pytestmark = pytest.mark.xdist_group("corpus")
 IOHW = ROOT / "corpus" / "pass-exception_AttributeError_kernel_layout=IOHW_.json"
 FIXED = "__import__('fuzz.fold_batchnorm').fold_batchnorm.FoldBatchnormToConv2D()"
 
@@ -34,28 +35,31 @@ def run_script(text: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
+@pytest.mark.slow
+@pytest.mark.parametrize("path", ENTRIES, ids=ids(ENTRIES))
 def test_script_reproduces_the_bug_in_a_fresh_process(path: Path, tmp_path: Path) -> None:
     done = run_script(render_script(load_entry(path)), tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "before the pass:" in done.stdout
 
 
-PIPELINES = sorted((ROOT / "corpus" / "pipelines").glob("*.json"))
-
-
-@pytest.mark.parametrize("path", PIPELINES, ids=[p.stem for p in PIPELINES])
-def test_pipeline_script_reproduces_the_bug_in_a_fresh_process(path: Path, tmp_path: Path) -> None:
-    entry = load_entry(path)
+@pytest.mark.slow
+@pytest.mark.parametrize("path", PIPELINE_ENTRIES, ids=ids(PIPELINE_ENTRIES))
+def test_pipeline_script_reproduces_the_bug_in_a_fresh_process(
+    path: Path, tmp_path: Path, corpus: Replays
+) -> None:
+    entry = corpus.entry(path)
     done = run_script(render_script(entry), tmp_path)
     if entry.symptom == "crash":
         assert done.returncode < 0, done.stdout + done.stderr  # killed by the signal
     else:
         assert done.returncode == 1, done.stdout + done.stderr
         assert "before the pass:" in done.stdout
-    assert render_issue(entry).startswith("# [Bug][Relax] `")
+    replayed = None if entry.isolated else corpus.replay(path).checked
+    assert render_issue(entry, replayed).startswith("# [Bug][Relax] `")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name", ["finite-to-nonfinite", "out-of-tolerance_scale=False_", "must-not-fold_training=True_"]
 )
@@ -65,8 +69,13 @@ def test_script_exits_0_once_the_pass_is_fixed(name: str, tmp_path: Path) -> Non
     assert done.stdout.rstrip().endswith("no bug: the pass behaves correctly on this graph")
 
 
-def test_issue_text_has_every_section() -> None:
-    text = render_issue(load_entry(ROOT / "corpus" / "out-of-tolerance_scale=False_.json"))
+def issue(corpus: Replays, name: str) -> str:
+    path = ROOT / "corpus" / f"{name}.json"
+    return render_issue(corpus.entry(path), corpus.replay(path).checked)
+
+
+def test_issue_text_has_every_section(corpus: Replays) -> None:
+    text = issue(corpus, "out-of-tolerance_scale=False_")
     assert text.startswith(
         "# [Bug][Relax] FoldBatchnormToConv2D changes results beyond rounding error (scale=False)\n"
     )
@@ -86,9 +95,9 @@ def test_issue_text_has_every_section() -> None:
     )
 
 
-def test_issue_for_a_case_with_default_attributes() -> None:
+def test_issue_for_a_case_with_default_attributes(corpus: Replays) -> None:
     # The minimality note tries shrinking padding and dilation, which may empty the conv.
-    text = render_issue(load_entry(ROOT / "corpus" / "finite-to-nonfinite.json"))
+    text = issue(corpus, "finite-to-nonfinite")
     assert text.startswith("# [Bug][Relax] FoldBatchnormToConv2D turns finite outputs into inf/NaN\n")
     assert "- padding=[0, 1, 0, 1] -> [0, 0, 0, 0]: cannot be tried, the graph would be invalid" in text
     assert "- dilation=[1, 2] -> [1, 1]: the bug disappears (it matters)" in text
@@ -96,15 +105,16 @@ def test_issue_for_a_case_with_default_attributes() -> None:
     assert "s = gamma / sqrt(var + eps) = 4.253508e+37. The largest |W'| is 3.828157e+38" in text
 
 
-def test_issue_for_a_must_not_fold_shows_the_wrong_numbers() -> None:
-    text = render_issue(load_entry(ROOT / "corpus" / "must-not-fold_training=True_.json"))
+def test_issue_for_a_must_not_fold_shows_the_wrong_numbers(corpus: Replays) -> None:
+    text = issue(corpus, "must-not-fold_training=True_")
     assert "The pass folds the batch_norm although batch_norm has training=True" in text
     assert "without the pass: [1.0]; after the pass: [1.9999949932098389]" in text
 
 
-@pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
-def test_issue_names_the_line_of_the_pass_that_goes_wrong(path: Path) -> None:
-    text = render_issue(load_entry(path))
+@pytest.mark.slow
+@pytest.mark.parametrize("path", ENTRIES, ids=ids(ENTRIES))
+def test_issue_names_the_line_of_the_pass_that_goes_wrong(path: Path, corpus: Replays) -> None:
+    text = render_issue(corpus.entry(path), corpus.replay(path).checked)
     section = text.split("### Where it goes wrong\n\n", 1)[1].split("### Environment", 1)[0]
     where, quoted = section.split("```python\n", 1)
     assert where.startswith("`python/tvm/relax/transform/fold_batch_norm_to_conv2d_for_inference.py`, line ")

@@ -57,6 +57,7 @@ def shares_failures(where: str) -> None:
     assert any(case in found for case in checked)
 
 
+@pytest.mark.slow
 def test_a_folder_database_shares_failures_between_campaigns(tmp_path: Path) -> None:
     shares_failures(str(tmp_path / "examples"))
     assert any((tmp_path / "examples").rglob("*"))
@@ -77,17 +78,26 @@ def redis_url() -> Iterator[str]:
     import redis
 
     client = redis.Redis.from_url(url)
-    for _ in range(100):
+    # Wait for the event "the server answers PING", polling every 50 ms; 60 s is only a cap
+    # for a server that never comes up, which fails the test saying so.
+    deadline = time.monotonic() + 60
+    while True:
         try:
             client.ping()
             break
-        except redis.ConnectionError:
-            time.sleep(0.05)
+        except redis.ConnectionError as exc:
+            if server.poll() is not None:
+                pytest.fail(f"redis-server ({REDIS_SERVER_PATH}) exited with code {server.returncode}")
+            if time.monotonic() > deadline:
+                server.kill()
+                pytest.fail(f"redis-server on port {port} did not answer PING within 60 s: {exc}")
+            time.sleep(0.05)  # the poll interval of the wait above
     yield url
     server.terminate()
     server.wait()
 
 
+@pytest.mark.slow
 def test_a_redis_database_shares_failures_between_campaigns(redis_url: str) -> None:
     import redis
 
@@ -102,6 +112,7 @@ def test_an_unreachable_database_is_a_usage_error(capsys: pytest.CaptureFixture[
     assert "--database redis://127.0.0.1:9/0: cannot open it (ConnectionError" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_workers_share_one_findings_folder_and_merge_their_summaries(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -57,6 +57,7 @@ def test_the_script_builds_the_fuzzers_module(name: str) -> None:
     assert structural_equal(namespace["before"], build_module(case))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["two-functions-chain", "onnx"])
 def test_the_script_shows_the_bug_in_a_fresh_process(name: str, tmp_path: Path) -> None:
     # scale=False: upstream multiplies by gamma anyway (out-of-tolerance); not expressible in

@@ -392,6 +392,7 @@ EXPECTED: set[tuple[str, ...]] = {
 }
 
 
+@pytest.mark.slow
 def test_cases_cover_every_option() -> None:
     seen: set[tuple[str, ...]] = set()
     zero_over_zero = 0  # var == 0 under epsilon == 0: a division by zero
@@ -430,6 +431,7 @@ def test_swarm_cases_change_one_attribute_alone() -> None:
     assert {"scale", "center", "training", "axis", "data_layout", "kernel_layout", "dtype"} <= alone
 
 
+@pytest.mark.slow
 def test_zero_variance_under_zero_epsilon_is_possible() -> None:
     found = find(
         cases(),
@@ -542,6 +544,7 @@ def assert_minimal_block(case: Case, i: int = 0) -> None:
         assert t is not None and t.shape == (1,) and t.values == (1.0,)
 
 
+@pytest.mark.slow
 def test_shrinks_to_a_readable_case() -> None:
     case = find(cases(), lambda c: not c.blocks[0].bn.scale, settings=SHRINK)
     assert case.topology is Topology.CONV_BN
@@ -552,6 +555,7 @@ def test_shrinks_to_a_readable_case() -> None:
     assert case.blocks[0].bn == BatchNormAttrs(scale=False)
 
 
+@pytest.mark.slow
 def test_a_chain_shrinks_block_by_block() -> None:
     case = find(cases(), lambda c: c.topology is Topology.CHAIN, settings=SHRINK)
     assert case.data.shape == (1, 1, 1, 1)
@@ -559,6 +563,7 @@ def test_a_chain_shrinks_block_by_block() -> None:
     assert_minimal_block(case, 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dim", ["N", "H", "W"])
 def test_a_non_channel_axis_shrinks_to_one_channel(dim: str) -> None:
     case = find(cases(), lambda c: "NCHW"[c.blocks[0].bn.axis] == dim, settings=SHRINK)
@@ -566,6 +571,7 @@ def test_a_non_channel_axis_shrinks_to_one_channel(dim: str) -> None:
     assert case.blocks[0].bn == BatchNormAttrs(axis="NCHW".index(dim))
 
 
+@pytest.mark.slow
 def test_a_value_class_shrinks_alone() -> None:
     # Pinned to conv-bn float32: with every option open, Hypothesis may count a
     # bn-only or float64-out case as simpler (fewer choices), which is fine too. No aims:
@@ -678,6 +684,7 @@ def test_case_batches_shrink_to_two_cases() -> None:
     assert structure(batch[1]) == structure(batch[0])
 
 
+@pytest.mark.slow
 def test_case_batches_shrink_to_the_case_cases_shrinks_to() -> None:
     # with a conv: a bn-only case without scale is as small (fewer choices), and fine too
     batch = find(

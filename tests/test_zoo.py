@@ -31,6 +31,7 @@ def _batch_norm_nodes(model: onnx.ModelProto) -> int:
     return sum(node.op_type == "BatchNormalization" for node in model.graph.node)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 @pytest.mark.parametrize("name", list(MODELS))
 def test_every_model_builds_and_passes_the_checker(name: str, dtype: str) -> None:
@@ -49,6 +50,7 @@ def test_every_model_builds_and_passes_the_checker(name: str, dtype: str) -> Non
     assert len(convs_before_bn) == _batch_norm_nodes(model)
 
 
+@pytest.mark.slow
 def test_the_topologies_are_the_published_ones() -> None:
     counts = {name: _batch_norm_nodes(_tiny(name)) for name in MODELS}
     # torchvision's batch norm counts
@@ -93,6 +95,7 @@ def test_values_are_seeded_and_realistic() -> None:
         assert (pair.var >= 0).all() and np.isfinite(pair.var).all() and pair.epsilon == np.float32(1e-5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(MODELS))
 def test_activations_stay_of_order_one_in_float16(name: str) -> None:
     """Calibrated statistics: no overflow however deep the network."""

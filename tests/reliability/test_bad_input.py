@@ -35,8 +35,8 @@ BAD = [
     (["run", "--pass", "upstream", "--workers", "0"], "argument --workers: must be positive, got 0"),
     (["run", "--pass", "upstream", "--timeout", "-3"], "argument --timeout: must be positive, got -3"),
     (
-        ["run", "--pass", "upstream", "--shrink-seconds", "0"],
-        "argument --shrink-seconds: must be positive, got 0",
+        ["run", "--pass", "upstream", "--shrink-seconds", "-1"],
+        "argument --shrink-seconds: must be zero or positive, got -1",
     ),
     (["run", "--pass", "upstream", "--seed", "abc"], "argument --seed: invalid int value: 'abc'"),
     (["run", "--pass", "nonesuch"], "unknown pass 'nonesuch'"),

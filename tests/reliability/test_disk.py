@@ -81,6 +81,7 @@ def check_stopped_cleanly(code: int, summary: dict[str, object], stderr: str, ou
     assert set(summary["unwritten"]) <= {s for s in found if s in line}  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_a_disk_filling_up_mid_campaign_stops_it_with_a_clear_error(tmp_path: Path) -> None:
     out, report = tmp_path / "findings", tmp_path / "report"
     # 300 bytes: the output folders' checks pass (empty files), the first finding does not fit
@@ -91,6 +92,7 @@ def test_a_disk_filling_up_mid_campaign_stops_it_with_a_clear_error(tmp_path: Pa
     assert list(out.iterdir()) == [] and list(report.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_real_full_filesystem(small_tmpfs: Path, tmp_path: Path) -> None:
     # fill it up: empty files (the output folder's check) still fit, a finding does not
     with open(small_tmpfs / "filler", "wb", buffering=0) as filler, pytest.raises(OSError):
