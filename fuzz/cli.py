@@ -230,14 +230,16 @@ def _promote(args: argparse.Namespace) -> int:
 
 
 def _entry_files(paths: list[Path]) -> list[Path]:
+    """The files named, and the JSON files in the folders named and their subfolders."""
     files: list[Path] = []
     for path in paths:
-        files.extend(sorted(path.glob("*.json")) if path.is_dir() else [path])
+        files.extend(sorted(path.rglob("*.json")) if path.is_dir() else [path])
     return files
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from fuzz.corpus import EntryError, load_entry, replay
+    from fuzz.corpus import EntryError, replay
+    from fuzz.promote import read_as_entry
     from fuzz.script import run_script
 
     if args.pass_name is not None:
@@ -245,7 +247,7 @@ def _replay(args: argparse.Namespace) -> int:
     bad = unexpected = 0
     for path in _entry_files(args.paths):
         try:
-            entry = load_entry(path)
+            entry = read_as_entry(path)
         except EntryError as exc:
             print(f"bnfuzz: error: {exc}", file=sys.stderr)
             bad += 1
@@ -270,11 +272,12 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from fuzz.corpus import EntryError, load_entry
+    from fuzz.corpus import EntryError
+    from fuzz.promote import read_as_entry
     from fuzz.report import render_issue, render_script
 
     try:
-        entry = load_entry(args.path)
+        entry = read_as_entry(args.path)
     except EntryError as exc:
         raise UsageError(str(exc)) from None
     print(render_script(entry) if args.script else render_issue(entry), end="")

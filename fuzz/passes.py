@@ -181,7 +181,21 @@ def resolve_pass(name: str, *, complete_fold: bool | None = None) -> ResolvedPas
     try:
         module = _import(module_name)
     except ImportError as exc:
-        raise _unknown(name, f"cannot import module {module_name!r} ({exc})", []) from None
+        where = (
+            f" Python looked on its path and in the current directory ({os.getcwd()}): run bnfuzz "
+            f"from the folder that holds {module_name.split('.')[0]!r}, or add that folder to PYTHONPATH."
+            if isinstance(exc, ModuleNotFoundError)
+            else ""
+        )
+        raise UnknownPass(
+            f"unknown pass {name!r}: cannot import module {module_name!r} ({exc}).{where}"
+        ) from None
+    if name.startswith(MUTANT_PREFIX) and not hasattr(module, attr):
+        names = [m.name for m in module.MUTANTS]  # module is fuzz.mutants, imported by name
+        raise UnknownPass(
+            f"unknown pass {name!r}: no mutant named {attr!r}.{_suggest(attr, names)} "
+            f"The {len(names)} mutants: {', '.join(MUTANT_PREFIX + n for n in names)}."
+        )
     if not hasattr(module, attr):
         public = [a for a in dir(module) if not a.startswith("_")]
         suggest = _suggest(attr, public)

@@ -24,7 +24,18 @@ from fuzz.oracle import Symptom
 from fuzz.passes import resolve_pass
 from fuzz.storage import file_name, write_atomic
 
-__all__ = ["promote", "read_finding_or_entry"]
+__all__ = ["promote", "read_as_entry", "read_finding_or_entry"]
+
+
+def _entry_or_why_not(path: Path, not_a_finding: FindingFileError) -> Entry:
+    """The corpus entry in ``path``, which is not a finding; if it is no entry either, the
+    error says why it is not a finding (the likelier intent) unless it is a broken entry."""
+    try:
+        return load_entry(path)
+    except EntryError as exc:
+        if exc.field == "schema" and exc.detail == "missing":  # no entry: say why not a finding
+            raise EntryError(path, "file", not_a_finding.detail) from None
+        raise
 
 
 def read_finding_or_entry(path: Path) -> FindingRecord:
@@ -33,12 +44,7 @@ def read_finding_or_entry(path: Path) -> FindingRecord:
     try:
         return read_finding(path)
     except FindingFileError as not_a_finding:
-        try:
-            entry = load_entry(path)
-        except EntryError as exc:
-            if exc.field == "schema" and exc.detail == "missing":  # no entry: say why not a finding
-                raise EntryError(path, "file", not_a_finding.detail) from None
-            raise
+        entry = _entry_or_why_not(path, not_a_finding)
     return FindingRecord(
         signature=entry.signature,
         symptom=Symptom(entry.symptom),
@@ -52,6 +58,37 @@ def read_finding_or_entry(path: Path) -> FindingRecord:
         seed=entry.provenance.get("seed"),
         tvm=str(entry.provenance.get("tvm", "")),
         found_by=entry.provenance.get("found_by"),
+    )
+
+
+def read_as_entry(path: Path) -> Entry:
+    """The corpus entry in ``path``, or the finding in it as an entry not yet promoted: its
+    expectation is the one its campaign measured (its pass fails), its case as shrunk. So
+    ``render`` and ``replay`` take findings and entries alike.
+    :class:`fuzz.corpus.EntryError` if the file is neither."""
+    try:
+        record = read_finding(path)
+    except FindingFileError as not_a_finding:
+        return _entry_or_why_not(path, not_a_finding)
+    return Entry(
+        case=record.case,
+        pass_name=record.pass_name,
+        symptom=record.symptom.value,
+        stage=record.stage,
+        signature=record.signature,
+        message=record.message,
+        error_type=record.error_type,
+        stderr=record.stderr,
+        expect={record.pass_name: "fails"},
+        reason={record.pass_name: f"{record.symptom.value} at {record.stage.value}: {record.message}"},
+        provenance={
+            "tvm": record.tvm,
+            "seed": record.seed,
+            "found_by": record.found_by
+            or f"bnfuzz run --pass {record.pass_name} --seed {record.seed}"
+            + (" --pipelines" if record.pipeline is not None else ""),
+        },
+        pipeline=record.pipeline,
     )
 
 

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from cases import make_case
 
+from fuzz.cli import main
+from fuzz.corpus import load_entry
 from fuzz.execute import Stage
 from fuzz.findings import (
     FINDING_SCHEMA,
@@ -20,6 +22,8 @@ from fuzz.findings import (
 )
 from fuzz.oracle import Symptom
 from fuzz.pipeline import FOLD, Pipeline
+from fuzz.promote import read_as_entry, read_finding_or_entry
+from fuzz.script import render_script
 from fuzz.storage import file_name
 
 
@@ -89,3 +93,24 @@ def test_a_bad_file_is_one_error_naming_the_file(tmp_path: Path, content: str, s
         read_finding(path)
     assert str(raised.value).startswith(f"{path}: not a finding written by bnfuzz run --out")
     assert says in str(raised.value)
+
+
+IOHW = (
+    Path(__file__).resolve().parent.parent
+    / "corpus"
+    / "pass-exception_AttributeError_kernel_layout=IOHW_.json"
+)
+
+
+def test_render_and_replay_take_a_finding_as_they_take_an_entry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a finding as `bnfuzz run --out` writes it, in a subfolder: replay looks into subfolders
+    (tmp_path / "sub").mkdir()
+    path, _ = write_finding(tmp_path / "sub", read_finding_or_entry(IOHW))
+    as_entry = read_as_entry(path)
+    assert as_entry.expect == {"upstream": "fails"} and as_entry.case == load_entry(IOHW).case
+    assert main(["render", str(path), "--script"]) == 0
+    assert capsys.readouterr().out == render_script(as_entry)
+    assert main(["replay", str(tmp_path)]) == 0
+    assert f"ok   {path} on upstream: fails (expected fails)" in capsys.readouterr().out

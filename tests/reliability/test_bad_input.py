@@ -40,6 +40,8 @@ BAD = [
     ),
     (["run", "--pass", "upstream", "--seed", "abc"], "argument --seed: invalid int value: 'abc'"),
     (["run", "--pass", "nonesuch"], "unknown pass 'nonesuch'"),
+    (["run", "--pass", "mutant:nope"], "no mutant named 'nope'. The 25 mutants: mutant:scale_ignored, "),
+    (["run", "--pass", "nowhere.x:Y"], "run bnfuzz from the folder that holds 'nowhere'"),
     (["run"], "the following arguments are required: --pass"),
     (["bench", "--rounds", "0", "--isolation"], "argument --rounds: must be positive, got 0"),
     (["effectiveness", "--number", "-2"], "argument --number: must be positive, got -2"),
