@@ -308,15 +308,25 @@ def parser() -> argparse.ArgumentParser:
     promote = sub.add_parser(
         "promote",
         help="turn findings written by 'run --out' into corpus entries, expectations measured by replay",
-        description="Replay each finding on every pass of --passes and write a corpus entry recording, "
-        "per pass, whether it fails or passes and why.",
+        description="Simplify each finding (or entry) where the same bug stays visible, replay it on "
+        "every pass of --passes and write a corpus entry recording, per pass, whether it fails or passes "
+        "and why.",
         epilog="Exit codes: 0 done, 2 usage error (unreadable finding, unknown pass).",
     )
     promote.add_argument(
         "findings", nargs="+", type=Path, metavar="FINDING", help="JSON files from 'run --out'"
     )
     promote.add_argument(
-        "--corpus", type=Path, default=Path("corpus"), help="the corpus folder to write to (default corpus/)"
+        "--corpus",
+        type=Path,
+        required=True,
+        help="the corpus folder to write to (created if missing); give corpus/ to add to the shipped one",
+    )
+    promote.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace an entry of the same signature already in --corpus by this case if it is smaller "
+        "(without it, an existing entry is never rewritten)",
     )
     promote.add_argument(
         "--passes",

@@ -222,7 +222,7 @@ def _promote(args: argparse.Namespace) -> int:
     check_out_dir(args.corpus, "--corpus")
     for finding in args.findings:
         try:
-            written, kept = promote(finding, args.corpus, passes)
+            written, kept = promote(finding, args.corpus, passes, replace=args.replace)
         except EntryError as exc:
             raise UsageError(str(exc)) from None
         print(written if kept is None else f"{written} (already there with this signature: {kept})")
@@ -330,6 +330,36 @@ def _triage(args: argparse.Namespace) -> int:
     return EXIT_USAGE if bad else EXIT_CLEAN
 
 
+class _Progress:
+    """Progress of a run on standard error: on a terminal, one status line rewritten in
+    place; otherwise (a log, a pipe) a line every :data:`PROGRESS_SECONDS`."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.last = time.monotonic()
+        self.shown = False
+
+    def __call__(self, p: Any) -> None:
+        line = tables.progress_line(p)
+        if self.tty:
+            self.stream.write("\r\033[K" + line)
+            self.shown = True
+        elif time.monotonic() - self.last >= PROGRESS_SECONDS:
+            self.last = time.monotonic()
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def end(self) -> None:
+        if self.shown:  # leave the terminal on a fresh line
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+
+
+#: Seconds between progress lines of ``bnfuzz run`` when standard error is not a terminal.
+PROGRESS_SECONDS = 30.0
+
+
 def _run(args: argparse.Namespace) -> int:
     from fuzz.run import RunConfig, run
 
@@ -337,14 +367,11 @@ def _run(args: argparse.Namespace) -> int:
     make_pass = _resolve(config.pass_name, config.must_fold)
     if args.report is not None:
         check_out_dir(args.report, "--report")
-    last_print = [0.0]
-
-    def progress(p: Any) -> None:  # every 5 s while searching, and when a shrink starts
-        if time.monotonic() - last_print[0] >= 5 or p.shrinking:
-            last_print[0] = time.monotonic()
-            print(tables.progress_line(p), file=sys.stderr, flush=True)
-
-    outcome = run(config, make_pass, progress)
+    progress = _Progress(sys.stderr)
+    try:
+        outcome = run(config, make_pass, progress)
+    finally:
+        progress.end()
     interrupted = EXIT_INTERRUPTED if outcome.summary["interrupted"] else None
     return _finish(args, outcome.summary, outcome.output_error, interrupted)
 
@@ -382,6 +409,35 @@ def _file_issues(args: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
+def _program() -> str:
+    """How the user ran ``bnfuzz`` (``.venv/bin/bnfuzz`` from a clone), to print commands
+    they can paste."""
+    invoked = Path(sys.argv[0])
+    if invoked.name != "bnfuzz":
+        return "bnfuzz"
+    relative = os.path.relpath(invoked)
+    return relative if not relative.startswith("..") and os.sep in relative else "bnfuzz"
+
+
+def _next_steps(out: Path | None, summary: dict[str, Any]) -> list[str]:
+    """What a run wrote and the commands that take its findings further."""
+    from fuzz.storage import file_name
+
+    if not summary["findings"]:
+        return []
+    exe = _program()
+    if out is None:
+        return [f"next: run again with --out DIR to keep each finding as a file ({exe} run --help)"]
+    first = out / file_name(summary["findings"][0]["signature"])
+    return [
+        f"wrote {len(summary['findings'])} findings to {out}/, one JSON file per distinct bug; next:",
+        f"  {exe} triage {out}                    # list them, grouped by signature",
+        f"  {exe} render {first} --issue          # the issue text for one (--script: its reproducer)",
+        f"  {exe} promote {out}/*.json --corpus my-corpus  # simplify, and measure upstream and fixed",
+        f"  {exe} file-issues my-corpus --repo apache/tvm  # preview the issues, one per root cause",
+    ]
+
+
 def _finish(
     args: argparse.Namespace, summary: dict[str, Any], output_error: str | None, exit_code: int | None
 ) -> int:
@@ -404,6 +460,11 @@ def _finish(
         print(tables.run_table(summary))
         if summary.get("report"):
             print(f"report: {summary['report']}")
+        native = tables.native_log_line(summary)
+        if native:
+            print(native)
+        for line in _next_steps(args.out, summary):
+            print(line)
     if output_error is not None:
         unwritten = summary.get("unwritten") or []
         lost = f"; not written, but in the summary above: {', '.join(unwritten)}" if unwritten else ""

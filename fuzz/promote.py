@@ -100,14 +100,19 @@ def _reason(checked: Checked) -> str:
 
 
 def promote(
-    finding_path: Path, corpus: Path, passes: tuple[str, ...] = ("upstream", "fixed")
+    finding_path: Path,
+    corpus: Path,
+    passes: tuple[str, ...] = ("upstream", "fixed"),
+    *,
+    replace: bool = False,
 ) -> tuple[Path, str | None]:
     """Turn a ``bnfuzz run --out`` finding into a corpus entry in ``corpus``; return its path,
     and None, or what was done when an entry with the same signature was already there:
-    the smaller case is kept (the other one is the same bug).
+    it is kept as it is unless ``replace``, and then replaced only by a smaller case (the
+    other one is the same bug).
 
     A corpus entry can be promoted again, to re-minimise it and re-measure its
-    expectations on the installed TVM.
+    expectations on the installed TVM (with ``replace``, in place).
     """
     record = read_finding_or_entry(finding_path)
     case, pipeline = record.case, record.pipeline
@@ -150,12 +155,14 @@ def promote(
     corpus.mkdir(parents=True, exist_ok=True)
     target = corpus / file_name(signature)
     kept = None
-    if target.exists() and target.resolve() != finding_path.resolve():
+    if target.exists():
         try:
             there = load_entry(target)
         except EntryError:
-            there = None  # unreadable: replaced
-        if there is not None and there.signature == signature:
+            there = None
+        if not replace:
+            return target, "kept as it is (--replace to replace it by a smaller case)"
+        if there is not None and there.signature == signature and target.resolve() != finding_path.resolve():
             if not smaller_wins(there.case, case):
                 return target, f"kept its case ({there.case.size} values, this one {case.size})"
             kept = f"replaced its case ({there.case.size} values) by this smaller one ({case.size})"

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.errors import UsageError
+from fuzz.native_log import NativeLog
 
 __all__ = ["Outcome", "Part", "RunConfig", "check_out_dir", "merge_counts", "run", "summarise"]
 
@@ -124,6 +125,8 @@ class Part:
     worker_starts: int | None = None
     cache: dict[str, int] | None = None
     output_error: str | None = None
+    #: TVM's native warnings counted, not printed (:mod:`fuzz.native_log`), by name
+    native_log: dict[str, int] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def from_summary(cls, summary: dict[str, Any]) -> Part:
@@ -202,6 +205,7 @@ def summarise(
         ],
         "tvm": parts[0].tvm,
         "unwritten": sorted({name for p in parts for name in p.unwritten}),
+        "native_log": merge_counts([p.native_log for p in parts]),
     }
 
 
@@ -314,6 +318,7 @@ def _run_here(config: RunConfig, make_pass: Any, on_progress: Callable[[Any], No
 
         pipelines = strategies.pipelines()
     with contextlib.ExitStack() as stack:
+        native_log = stack.enter_context(NativeLog())
         checker = None
         if config.isolated:
             from fuzz.isolate import IsolatedChecker
@@ -377,6 +382,7 @@ def _run_here(config: RunConfig, make_pass: Any, on_progress: Callable[[Any], No
             "lookups": cache.stats.lookups,
         },
         output_error=output_error,
+        native_log=native_log.counts,
     )
 
 

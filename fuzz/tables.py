@@ -8,16 +8,21 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["bench_table", "layer_table", "progress_line", "run_table", "time_to_find_table", "zoo_table"]
+__all__ = [
+    "bench_table",
+    "layer_table",
+    "native_log_line",
+    "progress_line",
+    "run_table",
+    "time_to_find_table",
+    "zoo_table",
+]
 
 
 def progress_line(p: Any) -> str:
-    """A :class:`fuzz.campaign_result.Progress` as one line (and, while searching, the hits so far)."""
+    """A :class:`fuzz.campaign_result.Progress` as one line."""
     state = "shrinking a new finding" if p.shrinking else "searching"
-    counts = "".join(f"\n    {hit.hits:6d}  {hit.signature}" for hit in p.hits)
-    return f"[{p.seconds:6.1f}s] {p.examples} examples, {len(p.hits)} distinct findings, {state}" + (
-        counts if counts and not p.shrinking else ""
-    )
+    return f"[{p.seconds:6.1f}s] {p.examples} examples, {len(p.hits)} distinct findings, {state}"
 
 
 def run_table(summary: dict[str, Any]) -> str:
@@ -55,6 +60,15 @@ def run_table(summary: dict[str, Any]) -> str:
         for name, n in summary["gated"].items():
             emit(f"  {name}: {n} cases")
     return "\n".join(out)
+
+
+def native_log_line(summary: dict[str, Any]) -> str | None:
+    """The TVM warnings a run counted instead of printing, as one line (None if there were none)."""
+    counted = {name: n for name, n in (summary.get("native_log") or {}).items() if n}
+    if not counted:
+        return None
+    what = ", ".join(f"{n} x {name!r}" for name, n in counted.items())
+    return f"TVM warnings not shown (TVM prints them when a pass raises; counted in --json): {what}"
 
 
 def time_to_find_table(summary: dict[str, Any], seeds: int, budget: float) -> str:

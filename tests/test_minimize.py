@@ -201,9 +201,14 @@ def test_promote_simplifies_and_names_the_file_by_the_narrowed_signature(
     assert entry.expect == {"upstream": "fails", "fixed": "passes"}
     assert entry.message.startswith("output 0[0, 0, 0, 0]: folded program gives")  # measured afresh
     assert entry.provenance["found_by"] == "bnfuzz run --pass upstream --seed 7"
-    # The same bug again (here: the same finding): the entry there keeps the smaller case.
+    # The same bug again (here: the same finding): the entry there is never rewritten ...
+    written = (tmp_path / "corpus" / "out-of-tolerance.json").read_text()
     capsys.readouterr()
     assert main(["promote", str(finding), "--corpus", str(tmp_path / "corpus")]) == 0
+    assert "already there with this signature: kept as it is (--replace" in capsys.readouterr().out
+    assert (tmp_path / "corpus" / "out-of-tolerance.json").read_text() == written
+    # ... and with --replace, only by a smaller case
+    assert main(["promote", str(finding), "--corpus", str(tmp_path / "corpus"), "--replace"]) == 0
     assert (
         "already there with this signature: kept its case (6 values, this one 6)" in capsys.readouterr().out
     )

@@ -46,7 +46,8 @@ BAD = [
     (["bench", "--rounds", "0", "--isolation"], "argument --rounds: must be positive, got 0"),
     (["effectiveness", "--number", "-2"], "argument --number: must be positive, got -2"),
     (["render", "corpus/missing.json", "--script"], "corpus/missing.json: file: No such file or directory"),
-    (["promote", "corpus/missing.json"], "corpus/missing.json: file:"),
+    (["promote", "corpus/missing.json", "--corpus", "x"], "corpus/missing.json: file:"),
+    (["promote", "corpus/finite-to-nonfinite.json"], "the following arguments are required: --corpus"),
     (["file-issues", "corpus", "--repo", "no-slash"], "--repo 'no-slash': expected OWNER/NAME"),
     (["frobnicate"], "invalid choice: 'frobnicate'"),
 ]
