@@ -25,11 +25,13 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from fuzz import arguments, tables
 from fuzz.errors import EXIT_ERROR, BnfuzzError, UsageError
+from fuzz.native_log import NativeLog
 from fuzz.run import check_out_dir
 
 __all__ = [
@@ -377,11 +379,12 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _file_issues(args: argparse.Namespace) -> int:
-    from fuzz.corpus import EntryError, load_entry
+    from fuzz.corpus import EntryError
     from fuzz.github import GitHub, GitHubError, file_issues
-    from fuzz.report import render_issue
+    from fuzz.promote import read_as_entry
+    from fuzz.report import issues
 
-    if not re.fullmatch(r"[\w.-]+/[\w.-]+", args.repo):
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", args.repo):  # user input: OWNER/NAME
         raise UsageError(f"--repo {args.repo!r}: expected OWNER/NAME")
     token = os.environ.get("GITHUB_TOKEN") or None
     if args.apply and token is None:
@@ -389,23 +392,35 @@ def _file_issues(args: argparse.Namespace) -> int:
     entries = []
     for path in _entry_files(args.paths):
         try:
-            entries.append(load_entry(path))
+            entries.append(read_as_entry(path))
         except EntryError as exc:
             raise UsageError(str(exc)) from None
     try:
-        plans = file_issues(
-            entries, GitHub(args.repo, token, args.api), apply=args.apply, render=render_issue
-        )
+        filing = file_issues(issues(entries), GitHub(args.repo, token, args.api), apply=args.apply)
     except GitHubError as exc:
         raise UsageError(f"GitHub API: {exc}") from None
-    for plan in plans:
-        where = f" {plan.url}" if plan.url else ""
+    rule = "=" * 100
+    for plan in filing.plans:
+        if plan.status == "to file":  # a dry run: the whole issue, for a person to review
+            print(f"{rule}\nto file: {plan.key}\n{rule}\n# {plan.title}\n\n{plan.body}")
+        else:
+            where = f" {plan.url}" if plan.url else ""
+            why = f" ({plan.why})" if plan.why else ""
+            print(f"{plan.status:13} {plan.key}{where}{why}\n              {plan.title}")
+    counts = {
+        s: sum(p.status == s for p in filing.plans)
+        for s in ("filed", "to file", "already filed", "not filed")
+    }
+    if filing.unchecked is not None:
         print(
-            f"{plan.status:13} {plan.signature}{where}"
-            + (f"\n              {plan.title}" if plan.title else "")
+            f"bnfuzz: the check for issues already filed in {args.repo} was skipped: the API could not be "
+            f"reached ({filing.unchecked}); every issue above is shown as to file",
+            file=sys.stderr,
         )
-    counts = {s: sum(p.status == s for p in plans) for s in ("filed", "to file", "already filed")}
-    print(", ".join(f"{n} {s}" for s, n in counts.items()))
+    print(
+        f"{len(entries)} entries, {len(filing.plans)} root causes: "
+        + ", ".join(f"{n} {s}" for s, n in counts.items())
+    )
     return EXIT_CLEAN
 
 
@@ -482,30 +497,33 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
         return int(exc.code or 0)
     try:
-        _require_tvm()
-        if args.command == "run":
-            return _run(args)
-        if args.command == "bench":
-            return _bench(args)
-        if args.command == "effectiveness":
-            return _effectiveness(args)
-        if args.command == "promote":
-            return _promote(args)
-        if args.command == "replay":
-            return _replay(args)
-        if args.command == "render":
-            return _render(args)
-        if args.command == "triage":
-            return _triage(args)
-        if args.command == "file-issues":
-            return _file_issues(args)
-        if args.command == "declines":
-            return _declines(args)
+        with NativeLog():  # TVM's C++ warnings: counted (by run, in its summary), not printed
+            return _dispatch(parser, args)
     except BnfuzzError as exc:  # bad input or environment (UsageError among them): one line
         print(f"bnfuzz: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    parser.error(f"unknown command {args.command!r}")
-    return EXIT_USAGE
+
+
+def _dispatch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    _require_tvm()
+    command = COMMANDS.get(args.command)
+    if command is None:
+        parser.error(f"unknown command {args.command!r}")
+    return command(args)
+
+
+#: Each command's function: it parses nothing more, calls the layer below, prints.
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "run": _run,
+    "bench": _bench,
+    "effectiveness": _effectiveness,
+    "promote": _promote,
+    "replay": _replay,
+    "render": _render,
+    "triage": _triage,
+    "file-issues": _file_issues,
+    "declines": _declines,
+}
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from fuzz.passes import resolve_pass
 from fuzz.pipeline import Pipeline, PipelineError, pipeline_from_json, pipeline_to_json
 
 __all__ = [
+    "DECLINED",
     "ENTRY_SCHEMA",
     "Entry",
     "EntryError",
@@ -43,6 +44,9 @@ __all__ = [
 
 #: 2 added ``error_type`` and ``stderr``; a schema-1 entry is read with both empty.
 ENTRY_SCHEMA = 2
+#: The symptom of an entry that shows no bug: a complete fold keeps the batch_norm for a
+#: reason it can state (``bnfuzz declines``, ``corpus/declines/``): expected behaviour.
+DECLINED = "declined"
 #: Seconds a worker may take on one entry before it counts as a hang.
 ISOLATED_TIMEOUT = 120.0
 EXPECTATIONS = ("fails", "passes")
@@ -88,6 +92,11 @@ class Entry:
             return Symptom(self.symptom)
         except ValueError:
             return None
+
+    @property
+    def declined(self) -> bool:
+        """Whether this entry shows expected behaviour (a stated decline), not a bug."""
+        return self.symptom == DECLINED
 
     @property
     def isolated(self) -> bool:

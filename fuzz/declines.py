@@ -28,7 +28,7 @@ from fuzz.build import ModuleError, build_module
 from fuzz.case import Case
 from fuzz.check import check
 from fuzz.compat import tvm_version
-from fuzz.corpus import Entry
+from fuzz.corpus import DECLINED, Entry
 from fuzz.decline import Reason, block_reasons
 from fuzz.errors import BnfuzzError
 from fuzz.execute import Stage, count_batch_norms
@@ -37,7 +37,6 @@ from fuzz.passes import PassFactory, resolve_pass
 __all__ = ["DECLINED", "DeclineNotFound", "decline_entry", "find_decline"]
 
 #: The symptom of a decline entry: the pass kept a batch_norm, for a stated reason.
-DECLINED = "declined"
 #: Examples :func:`find_decline` may try before it gives up on a reason.
 MAX_EXAMPLES = 5000
 

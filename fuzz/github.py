@@ -1,13 +1,17 @@
-"""The GitHub client: files one issue per corpus entry whose signature is not filed yet.
+"""The GitHub client: files one issue per root cause not filed yet.
 
-:func:`file_issues` renders each entry as an issue (:func:`fuzz.report.render_issue`), puts
-a marker with the signature at the end of the body, lists the repository's open issues
-through the GitHub REST API, skips every entry whose marker is already there, and, only
-when asked to, creates the rest (``POST /repos/{owner}/{repo}/issues``). Without a token
-it can still list a public repository's issues, so a dry run shows exactly what an
-``--apply`` would file.
+:func:`file_issues` takes the issues :func:`fuzz.report.issues` made (one per root cause,
+its variants listed), puts markers at the end of each body (the root cause, and each
+variant's signature), lists the repository's open issues through the GitHub REST API,
+skips every issue whose markers are already there, and, only when asked to, creates the
+rest (``POST /repos/{owner}/{repo}/issues``). Issues that are not TVM's bugs are never
+filed: declines (expected behaviour) and findings against another pass (a mutant). Without
+a token it can still list a public repository's issues, so a dry run shows exactly what
+an ``--apply`` would file; offline, a dry run shows every issue and says that the check
+for ones already filed was skipped.
 
-Key idea: the marker makes filing idempotent; running it every night files each bug once.
+Key idea: the markers make filing idempotent; running it every night files each bug once,
+and a root cause filed under one variant's signature is not filed again for another.
 """
 
 from __future__ import annotations
@@ -16,22 +20,23 @@ import json
 import re
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from fuzz.corpus import Entry
 from fuzz.errors import BnfuzzError
+from fuzz.report import Issue
 
-__all__ = ["GitHub", "GitHubError", "Planned", "file_issues", "marker"]
+__all__ = ["Filing", "GitHub", "GitHubError", "Planned", "file_issues", "marker"]
 
 API = "https://api.github.com"
-_MARKER = re.compile(r"<!-- bnfold-fuzz signature: (.+?) -->")
+#: Parses the markers this module writes into the bodies it files (a file format of ours).
+_MARKER = re.compile(r"<!-- bnfold-fuzz (?:signature|root cause): (.+?) -->")
 
 
-def marker(signature: str) -> str:
-    """The line that names a filed issue's signature (invisible in GitHub's rendering)."""
-    return f"<!-- bnfold-fuzz signature: {signature} -->"
+def marker(signature: str, kind: str = "signature") -> str:
+    """The line that names a filed issue's signature, or (``kind="root cause"``) its root
+    cause; invisible in GitHub's rendering."""
+    return f"<!-- bnfold-fuzz {kind}: {signature} -->"
 
 
 class GitHubError(BnfuzzError, RuntimeError):
@@ -69,7 +74,7 @@ class GitHub:
             raise GitHubError(f"{method} {path}: {exc}") from None
 
     def filed_signatures(self) -> set[str]:
-        """Signatures named by a marker in the body of an open issue."""
+        """Signatures and root causes named by a marker in the body of an open issue."""
         found: set[str] = set()
         page = 1
         while True:
@@ -88,34 +93,62 @@ class GitHub:
 
 @dataclass(frozen=True)
 class Planned:
-    """One entry, and what filing does with it."""
+    """One issue, and what filing does with it."""
 
-    signature: str
+    key: str
     title: str
     body: str
-    #: "filed" (created now), "to file" (a dry run), "already filed"
+    #: "filed" (created now), "to file" (a dry run), "already filed", "not filed" (not TVM's bug)
     status: str
     url: str = ""
+    #: why an issue is "not filed"
+    why: str = ""
 
 
-def file_issues(
-    entries: list[Entry], github: GitHub, *, apply: bool, render: Callable[[Entry], str]
-) -> list[Planned]:
-    """Plan (and with ``apply``, file) one issue per entry signature not filed yet."""
-    filed = github.filed_signatures()
-    plans = []
-    for entry in entries:
-        if entry.signature in filed:
-            plans.append(Planned(entry.signature, "", "", "already filed"))
-            continue
-        text = render(entry)
-        title, _, body = text.partition("\n")
-        body = body.strip() + "\n\n" + marker(entry.signature) + "\n"
-        title = title.removeprefix("# ").strip()
+@dataclass(frozen=True)
+class Filing:
+    """What :func:`file_issues` did, and whether it could ask GitHub what is filed."""
+
+    plans: list[Planned]
+    #: why the check for issues already filed was skipped (a dry run, the API unreachable)
+    unchecked: str | None = None
+
+
+def _not_filed(issue: Issue) -> str:
+    if not issue.bug:
+        return "expected behaviour (a stated decline), not a bug"
+    if issue.pass_name != "upstream" and issue.needs_pass:
+        return f"needs {issue.pass_name}, not TVM's pass, to show"
+    return ""
+
+
+def file_issues(issues: list[Issue], github: GitHub, *, apply: bool) -> Filing:
+    """Plan (and with ``apply``, file) each issue whose root cause and signatures no open
+    issue names yet. Without ``apply``, an unreachable API is not an error: every issue
+    is planned, and :attr:`Filing.unchecked` says why none was checked."""
+    unchecked = None
+    try:
+        filed = github.filed_signatures()
+    except GitHubError as exc:
         if apply:
-            url = github.create(title, body)
-            plans.append(Planned(entry.signature, title, body, "filed", url))
+            raise
+        filed, unchecked = set(), str(exc)
+    plans = []
+    for issue in issues:
+        why = _not_filed(issue)
+        if why:
+            plans.append(Planned(issue.key, issue.title, "", "not filed", why=why))
+            continue
+        names = {issue.key, *issue.signatures}
+        if names & filed:
+            plans.append(Planned(issue.key, issue.title, "", "already filed"))
+            continue
+        markers = [marker(issue.key, "root cause"), *(marker(sig) for sig in issue.signatures)]
+        body = issue.body.strip() + "\n\n" + "\n".join(markers) + "\n"
+        if apply:
+            url = github.create(issue.title, body)
+            plans.append(Planned(issue.key, issue.title, body, "filed", url))
         else:
-            plans.append(Planned(entry.signature, title, body, "to file"))
-        filed.add(entry.signature)  # two entries of one signature: one issue
-    return plans
+            plans.append(Planned(issue.key, issue.title, body, "to file"))
+        filed |= names  # two issues of one cause: one filed
+    return Filing(plans, unchecked)

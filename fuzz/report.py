@@ -11,24 +11,27 @@ on its own and re-checks the bug.
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from fuzz.attributes import ATTRIBUTE_DEFAULTS, classify
-from fuzz.case import Case, kernel_to_oihw
+from fuzz.causes import cause_of, root_cause
 from fuzz.check import Checked, check
 from fuzz.corpus import Entry
+from fuzz.decline import block_reasons
 from fuzz.execute import Outputs
 from fuzz.minimize import minimality
 from fuzz.oracle import Symptom, describe
 from fuzz.passes import resolve_pass
-from fuzz.pipeline import DEFAULT_PIPELINE
-from fuzz.script import pipeline_text, render_script
+from fuzz.pipeline import FOLD
+from fuzz.script import pipeline_text, render_group_script, render_script
 from fuzz.wording import wording
 
-__all__ = ["render_issue", "render_script"]
+__all__ = ["Issue", "issue_of", "issues", "render_issue", "render_script"]
 
 # ---------------------------------------------------------------------------
 # issue text
@@ -53,12 +56,8 @@ def _actual(entry: Entry, checked: Checked | None) -> str:
     before = ex.baseline if isinstance(ex.baseline, Outputs) else None
     after = ex.folded if isinstance(ex.folded, Outputs) else None
     if finding.symptom is Symptom.MUST_NOT_FOLD and before is not None and after is not None:
-        first = [v.ravel()[:4].tolist() for v in (before.values[0], after.values[0])]
         reason = "; ".join(map(str, checked.verdict.must_not_fold))
-        return (
-            f"The pass folds the batch_norm although {reason}. Output 0 (first values) without the "
-            f"pass: {first[0]}; after {the}: {first[1]}."
-        )
+        return f"The pass folds the batch_norm although {reason}. " + _difference(before, after, ex, the)
     if finding.symptom is Symptom.SIGNATURE_CHANGE and before is not None and after is not None:
         return (
             f"Without {the} the function returns {describe(before)} (dtype[shape]); after {the} it "
@@ -85,6 +84,37 @@ def _actual(entry: Entry, checked: Checked | None) -> str:
     )
 
 
+def _difference(before: Outputs, after: Outputs, ex: Any, the: str) -> str:
+    """Where the outputs before and after the pass differ most, or, if they agree on this
+    input, how the module changed (the operators it has before and after)."""
+    b, a = before.values[0], after.values[0]
+    first = [v.ravel()[:4].tolist() for v in (b, a)]
+    if first[0] != first[1]:
+        return f"Output 0 (first values) without the pass: {first[0]}; after {the}: {first[1]}."
+    if b.shape == a.shape:
+        with np.errstate(all="ignore"):
+            gap = np.abs(a.astype(np.float64) - b.astype(np.float64))
+        gap = np.where(np.isnan(gap), np.inf, gap)
+        if gap.max() > 0:
+            at = tuple(int(i) for i in np.unravel_index(int(np.argmax(gap)), gap.shape))
+            where, was, now = ", ".join(map(str, at)), float(b[at]), float(a[at])
+            return f"Output 0, element [{where}], without the pass: {was!r}; after {the}: {now!r}."
+    counts = getattr(ex, "op_counts", None)
+    changed = ""
+    if counts is not None:
+        ops = sorted(set(counts[0]) | set(counts[1]))
+        changed = "; ".join(
+            f"{op} {counts[0].get(op, 0)} -> {counts[1].get(op, 0)}"
+            for op in ops
+            if counts[0].get(op, 0) != counts[1].get(op, 0)
+        )
+    return (
+        f"On this input the outputs happen to agree, but {the} rewrote the graph"
+        + (f" (operators before -> after: {changed})" if changed else "")
+        + ", so other inputs see the wrong result."
+    )
+
+
 #: Where upstream's pass lives in the apache-tvm wheel (and, under ``python/``, in TVM's tree).
 UPSTREAM_MODULE = "tvm.relax.transform.fold_batch_norm_to_conv2d_for_inference"
 
@@ -103,157 +133,139 @@ def _upstream_line(snippet: str) -> list[str]:
     return [f"`{where}`, line {number}:", "", "```python", lines[number - 1].strip(), "```", ""]
 
 
-def _scale(case: Case) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """Upstream's folded scale ``gamma / sqrt(var + eps)`` (eps rounded to float32, as it
-    does) and folded weight ``W * scale`` in OIHW, both exact in float64."""
-    block = case.blocks[0]
-    assert block.conv is not None and block.weight is not None
-    eps = float(np.float32(block.bn.epsilon))
-    scale = block.gamma.float64() / np.sqrt(block.var.float64() + eps)
-    weight = kernel_to_oihw(block.conv, block.weight.float64())
-    return scale, weight * scale.reshape(-1, 1, 1, 1)
-
-
-def _cause(entry: Entry) -> tuple[str, str] | None:
-    """Why upstream's pass does this: a snippet of the line responsible, and an
-    explanation with this case's numbers; None for a bug with no explanation on record."""
-    case, essentials = entry.case, dict(classify(entry.case))
-    block = case.blocks[0]
-    conv = block.conv
-    symptom, error_type = entry.kind, entry.error_type
-    if entry.pass_name != "upstream" or conv is None or entry.pipeline not in (None, DEFAULT_PIPELINE):
-        return None
-    if symptom is Symptom.PASS_EXCEPTION and error_type == "TypeError" and block.var.dtype != "float32":
-        return 'FloatImm("float32"', (
-            f"The pass adds epsilon to the variance as a float32 scalar, whatever the variance's dtype "
-            f"(here {block.var.dtype}"
-            + (f", as the conv's out_dtype is {conv.out_dtype}" if essentials["out_dtype"] != "same" else "")
-            + "). Relax binary operators need both operands in one dtype, so the pass raises instead of "
-            "folding or leaving the graph alone."
-        )
-    if symptom is Symptom.PASS_EXCEPTION and essentials["kernel_layout"] == "IOHW":
-        return "wt.reshape(", (
-            "`wt` is a `relax.Call` expression, which has no `reshape` method; the OIHW branch just above "
-            "uses `relax.op.reshape(wt, ...)`. Every IOHW kernel (the layout of transposed-conv weights "
-            "imported from other frameworks) makes the pass raise."
-        )
-    if symptom is Symptom.MUST_NOT_FOLD:
-        attrs_line = "bn_attrs = bn_op.attrs"
-        if essentials["training"] == "True":
-            return attrs_line, (
-                "The rewriter reads only `epsilon` from the batch_norm's attributes; it never checks "
-                "`training`. With training=True, batch_norm normalises with the mean and variance of the "
-                "batch itself, not the moving statistics the fold bakes into the weights, so the fold "
-                "changes the result."
-            )
-        if essentials["axis"] == "non-channel":
-            return attrs_line, (
-                f"The rewriter reads only `epsilon` from the batch_norm's attributes; it never checks "
-                f"`axis`. Here batch_norm normalises axis {block.bn.axis}, while the fold scales the conv's "
-                f"output channels (axis {conv.channel_axis} in {conv.data_layout})."
-            )
-    if symptom is Symptom.OUT_OF_TOLERANCE and essentials["scale"] == "False":
-        scale, _ = _scale(case)
-        ones = 1 / np.sqrt(block.var.float64() + float(np.float32(block.bn.epsilon)))
-        return "wt = relax.op.divide(bn_weight, dino)", (
-            f"The folded scale multiplies by gamma although scale=False tells batch_norm to ignore gamma: "
-            f"the fold uses gamma / sqrt(var + eps) = {scale[0]:.7g} where batch_norm computes "
-            f"1 / sqrt(var + eps) = {ones[0]:.7g} (channel 0)."
-        )
-    if symptom is Symptom.OUT_OF_TOLERANCE and essentials["center"] == "False":
-        scale, _ = _scale(case)
-        mean, beta = block.mean.float64()[0], block.beta.float64()[0]
-        return "bs = relax.op.subtract(bn_bias", (
-            f"The folded bias adds beta although center=False tells batch_norm to ignore beta: the fold "
-            f"adds beta - mean * s = {beta - mean * scale[0]:.7g} where batch_norm adds "
-            f"-mean * s = {-mean * scale[0]:.7g} (channel 0, s = gamma / sqrt(var + eps))."
-        )
-    if symptom is Symptom.SIGNATURE_CHANGE and essentials["data_layout"] != "NCHW":
-        c = block.gamma.shape[0]
-        return "bs_args = relax.op.reshape(bs", (
-            f"The folded bias is reshaped to (1, {c}, 1, 1), the channel position of NCHW, whatever the "
-            f"conv's data_layout. The conv's output here is {conv.data_layout}, so adding the bias "
-            "broadcasts it along the wrong axis and changes the output's shape."
-        )
-    finfo = np.finfo(np.dtype(case.dtype)) if case.dtype != "bfloat16" else None
-    if symptom is Symptom.FINITE_TO_NONFINITE and finfo is not None:
-        scale, folded = _scale(case)
-        return "wt_conv = relax.op.multiply(conv_weight, wt)", (
-            f"The pass scales the weights before the convolution: W' = W * s with "
-            f"s = gamma / sqrt(var + eps) = {scale.max():.7g}. The largest |W'| is "
-            f"{np.abs(folded).max():.7g}, above the largest finite {case.dtype} ({float(finfo.max):.7g}), "
-            f"so W' is inf, and the convolution turns inf into inf or NaN (inf * 0 from padding or a zero "
-            f"input, inf - inf in a sum). Without the fold, the convolution's sum is scaled by s after it "
-            f"is computed and stays finite."
-        )
-    if symptom is Symptom.OUT_OF_TOLERANCE and finfo is not None:
-        scale, _ = _scale(case)
-        smallest = float(np.abs(scale[scale != 0]).min()) if (scale != 0).any() else 0.0
-        tiny = float(finfo.smallest_normal)
-        if 0 < smallest < tiny:
-            bits = int(np.floor(np.log2(smallest / float(finfo.smallest_subnormal)))) + 1
-            return "wt = relax.op.divide(bn_weight, dino)", (
-                f"The folded scale s = gamma / sqrt(var + eps) = {smallest:.4g} is below the smallest "
-                f"normal {case.dtype} ({tiny:.4g}), so it is stored as a subnormal number with only "
-                f"{bits} significant bits, and the folded weight and bias (beta - mean * s) carry that "
-                f"error. The unfolded graph never forms s: it normalises first and then multiplies by gamma."
-            )
-    return None
-
-
 def _cause_section(entry: Entry) -> list[str]:
-    cause = _cause(entry)
+    cause = cause_of(entry)
     if cause is None:
         return []
-    snippet, text = cause
-    return ["### Where it goes wrong", "", *_upstream_line(snippet), text, ""]
+    return ["### Where it goes wrong", "", *_upstream_line(cause.snippet), cause.text, ""]
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One issue to file: a root cause (``key``) and the entries that show it."""
+
+    key: str
+    title: str
+    body: str
+    signatures: tuple[str, ...]
+    #: the pass the entries were found against
+    pass_name: str = "upstream"
+    #: whether the bug needs that pass (False: a pipeline of TVM's other passes alone shows it)
+    needs_pass: bool = True
+    #: False for expected behaviour (a stated decline): rendered, never filed
+    bug: bool = True
+
+    @property
+    def text(self) -> str:
+        return f"# {self.title}\n\n{self.body}"
 
 
 def render_issue(entry: Entry, checked: Checked | None = None) -> str:
-    """A GitHub issue for ``entry`` in the shape TVM maintainers receive. ``checked``: the
-    entry's case already checked on its own pass (a replay), if the caller has it."""
-    case = entry.case
-    attrs = ", ".join(f"{k}={v}" for k, v in classify(case).items() if ATTRIBUTE_DEFAULTS[k] != v)
-    words = wording(entry.kind, entry.symptom)
+    """A GitHub issue for ``entry`` in the shape TVM maintainers receive (title line first).
+    ``checked``: the entry's case already checked on its own pass (a replay), if the caller
+    has it."""
+    return issue_of([entry], {entry.signature: checked} if checked is not None else None).text
+
+
+def issues(entries: Sequence[Entry]) -> list[Issue]:
+    """One issue per root cause (:func:`fuzz.causes.root_cause`), in the order the causes
+    first appear; an issue of several entries lists each as a variant."""
+    groups: dict[str, list[Entry]] = {}
+    for entry in entries:
+        groups.setdefault(root_cause(entry), []).append(entry)
+    return [issue_of(group) for group in groups.values()]
+
+
+def _variant_order(entry: Entry) -> tuple[int, int, str]:
+    essentials = sum(ATTRIBUTE_DEFAULTS[k] != v for k, v in classify(entry.case).items())
+    return essentials, entry.case.size, entry.signature
+
+
+def _attributes(entry: Entry) -> str:
+    return ", ".join(f"{k}={v}" for k, v in classify(entry.case).items() if ATTRIBUTE_DEFAULTS[k] != v)
+
+
+def issue_of(entries: Sequence[Entry], checked: Mapping[str, Checked | None] | None = None) -> Issue:
+    """The issue for entries of one root cause (one entry: its own issue). ``checked``:
+    replays already at hand, by signature."""
+    if not entries:
+        raise ValueError("an issue needs at least one entry")
+    if entries[0].declined:
+        return _decline_issue(entries[0])
+    group = sorted(entries, key=_variant_order)
+    first = group[0]
+    replays = checked or {}
+    words = wording(first.kind, first.symptom)
     expected = words.expected
-    if entry.pipeline is not None and entry.kind in (Symptom.OUT_OF_TOLERANCE, Symptom.FINITE_TO_NONFINITE):
+    if first.pipeline is not None and first.kind in (Symptom.OUT_OF_TOLERANCE, Symptom.FINITE_TO_NONFINITE):
         expected = "After the passes, outputs stay within rounding error of the module before them."
-    tvm = entry.provenance.get("tvm", "")
-    simplified = (
-        [
-            "- not re-checked here: checking this graph kills or hangs the process; it is as Hypothesis "
-            "shrank it"
-        ]
-        if entry.isolated
-        else [a.line() for a in minimality(entry.case, resolve_pass(entry.pass_name), entry.pipeline)]
-    )
-    subject = "FoldBatchnormToConv2D" if entry.pipeline is None else f"`{pipeline_text(entry)}`"
-    return "\n".join(
-        [
-            f"# [Bug][Relax] {subject} {words.title(entry.error_type)}" + (f" ({attrs})" if attrs else ""),
+    tvm = first.provenance.get("tvm", "")
+    subject = "FoldBatchnormToConv2D" if first.pipeline is None else f"`{pipeline_text(first)}`"
+    if first.pass_name != "upstream":  # a pass of the fuzzer's own (a mutant): named as such
+        subject = f"`{first.pass_name}` (bnfold-fuzz)"
+    variants = [_attributes(e) for e in group]
+    shown = "; ".join(v for v in variants if v)
+    title = f"[Bug][Relax] {subject} {words.title(first.error_type)}" + (f" ({shown})" if shown else "")
+    if len(group) == 1:
+        actual = [_actual(first, replays.get(first.signature))]
+        script = render_script(first)
+        shows = words.shows
+    else:
+        actual = [
+            f"The same failure in {len(group)} variants of one graph, which differ only in the "
+            "attributes named:",
             "",
+            *(
+                f"- `{v or 'defaults'}`: {_actual(e, replays.get(e.signature))}"
+                for v, e in zip(variants, group, strict=True)
+            ),
+        ]
+        script = render_group_script(group)
+        shows = "(it runs every variant and exits 1 while the bug shows in any)"
+    cause = _cause_section(first)
+    if cause and len(group) > 1:
+        cause = [*cause[:-1], "The same line fails for the same reason in every variant.", ""]
+    minimal: list[str] = []
+    for v, e in zip(variants, group, strict=True):
+        notes = (
+            [
+                "- not re-checked here: checking this graph kills or hangs the process; it is as Hypothesis "
+                "shrank it"
+            ]
+            if e.isolated
+            else [a.line() for a in minimality(e.case, resolve_pass(e.pass_name), e.pipeline)]
+        ) or ["- nothing left to simplify: every attribute is at its default and every value is 1.0"]
+        minimal += ([f"Variant `{v or 'defaults'}`:", ""] if len(group) > 1 else []) + notes + [""]
+    signatures = tuple(e.signature for e in group)
+    named = (
+        f"is `{signatures[0]}`"
+        if len(signatures) == 1
+        else "are " + ", ".join(f"`{sig}`" for sig in signatures)
+    )
+    body = "\n".join(
+        [
             "### Expected behavior",
             "",
             expected,
             "",
             "### Actual behavior",
             "",
-            _actual(entry, checked),
+            *actual,
             "",
-            *_cause_section(entry),
+            *cause,
             "### Environment",
             "",
             f"- TVM: {tvm} (pip install apache-tvm=={tvm})" if tvm else "- TVM: unknown",
-            f"- Python: {entry.provenance.get('python', 'unknown')}",
-            f"- Platform: {entry.provenance.get('platform', 'unknown')}",
+            f"- Python: {first.provenance.get('python', 'unknown')}",
+            f"- Platform: {first.provenance.get('platform', 'unknown')}",
             "- Target: llvm, built with relax.pipeline.zero_pipeline()",
             "",
             "### Steps to reproduce",
             "",
-            f"Save as `repro.py` and run `python repro.py` {words.shows}:",
+            f"Save as `repro.py` and run `python repro.py` {shows}:",
             "",
             "```python",
-            render_script(entry).rstrip("\n"),
+            script.rstrip("\n"),
             "```",
             "",
             "### Minimality",
@@ -261,14 +273,51 @@ def render_issue(entry: Entry, checked: Checked | None = None) -> str:
             "Shrunk and simplified by a property-based fuzzer (bnfold-fuzz). Each remaining non-default "
             "attribute and value was simplified once more on its own and the bug re-checked:",
             "",
-            *(
-                simplified
-                or ["- nothing left to simplify: every attribute is at its default and every value is 1.0"]
-            ),
-            "",
+            *minimal,
             f"(bnfold-fuzz generates conv2d + batch_norm graphs with Hypothesis, runs them through the "
             f"pass on the llvm Relax VM and judges the outputs against a wide-precision reference; "
-            f"its signature for this bug, used to avoid duplicate reports, is `{entry.signature}`.)",
+            f"its signature{'s' if len(signatures) > 1 else ''} for this bug, used to avoid duplicate "
+            f"reports, {named}.)",
             "",
         ]
     )
+    needs_pass = first.pipeline is None or FOLD in first.pipeline.passes
+    return Issue(root_cause(first), title, body, signatures, first.pass_name, needs_pass)
+
+
+def _decline_issue(entry: Entry) -> Issue:
+    """A stated decline as what it is: expected behaviour, to read, never to file."""
+    reason = "; ".join(dict.fromkeys(str(d) for block in block_reasons(entry.case) for d in block))
+    found_by = entry.provenance.get("found_by", "bnfuzz declines")
+    others = "; ".join(
+        f"{name}: {entry.reason.get(name, status)}" for name, status in sorted(entry.expect.items())
+    )
+    body = "\n".join(
+        [
+            "This is not a bug: it documents a case where a correct fold must keep the batch_norm, "
+            "and the reason it keeps it. `bnfuzz file-issues` never files it.",
+            "",
+            "### Expected behavior",
+            "",
+            f"A complete fold keeps this batch_norm and can say why: {reason}.",
+            "",
+            "### What each pass does",
+            "",
+            others,
+            "",
+            "### Steps to reproduce",
+            "",
+            "Save as `repro.py` and run `python repro.py` (it prints the outputs before and after the "
+            f"pass; `{entry.pass_name}` keeps the graph as it is):",
+            "",
+            "```python",
+            render_script(entry).rstrip("\n"),
+            "```",
+            "",
+            f"(The smallest such case, found and shrunk by `{found_by}`; its signature is "
+            f"`{entry.signature}`.)",
+            "",
+        ]
+    )
+    title = f"[Expected behaviour] {entry.pass_name} keeps the batch_norm: {reason}"
+    return Issue(root_cause(entry), title, body, (entry.signature,), entry.pass_name, bug=False)

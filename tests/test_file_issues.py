@@ -13,10 +13,12 @@ from typing import Any, ClassVar
 from urllib.parse import parse_qs, urlparse
 
 import pytest
+from replays import Replays
 
 from fuzz.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
+ENTRIES_ALL = sorted((ROOT / "corpus").rglob("*.json"))
 ENTRIES = [
     ROOT / "corpus" / "pass-exception_AttributeError_kernel_layout=IOHW_.json",
     ROOT / "corpus" / "out-of-tolerance_scale=False_.json",
@@ -77,11 +79,21 @@ def test_dry_run_apply_and_a_second_run_that_files_nothing(
 ) -> None:
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)
     assert run(api) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == "0 filed, 2 to file, 0 already filed"
+    out = capsys.readouterr().out
+    assert (
+        out.splitlines()[-1] == "2 entries, 2 root causes: 0 filed, 2 to file, 0 already filed, 0 not filed"
+    )
+    # a dry run shows each issue whole, for a person to review
+    assert "# [Bug][Relax] FoldBatchnormToConv2D raises AttributeError (kernel_layout=IOHW)" in out
+    assert "### Steps to reproduce" in out and "<!-- bnfold-fuzz root cause: cause:iohw-reshape -->" in out
     assert FakeGitHub.issues == []
     monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
     assert run(api, "--apply") == 0
-    assert capsys.readouterr().out.splitlines()[-1] == "2 filed, 0 to file, 0 already filed"
+    assert (
+        capsys.readouterr()
+        .out.splitlines()[-1]
+        .endswith(": 2 filed, 0 to file, 0 already filed, 0 not filed")
+    )
     assert FakeGitHub.auth == ["Bearer t0ken", "Bearer t0ken"]
     titles = [i["title"] for i in FakeGitHub.issues]
     assert titles[0] == "[Bug][Relax] FoldBatchnormToConv2D raises AttributeError (kernel_layout=IOHW)"
@@ -89,18 +101,53 @@ def test_dry_run_apply_and_a_second_run_that_files_nothing(
         "<!-- bnfold-fuzz signature: out-of-tolerance[scale=False] -->\n"
     )
     assert run(api) == 0  # the second dry run
-    assert capsys.readouterr().out.splitlines()[-1] == "0 filed, 0 to file, 2 already filed"
+    assert (
+        capsys.readouterr()
+        .out.splitlines()[-1]
+        .endswith(": 0 filed, 0 to file, 2 already filed, 0 not filed")
+    )
     FakeGitHub.issues[0]["state"] = "closed"  # only open issues count
     assert run(api) == 0
-    assert capsys.readouterr().out.splitlines()[-1] == "0 filed, 1 to file, 1 already filed"
+    assert (
+        capsys.readouterr()
+        .out.splitlines()[-1]
+        .endswith(": 0 filed, 1 to file, 1 already filed, 0 not filed")
+    )
 
 
-def test_apply_without_a_token_and_an_unreachable_api_are_usage_errors(
+def test_apply_without_a_token_and_apply_with_an_unreachable_api_are_usage_errors(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)
     assert run("http://127.0.0.1:9", "--apply") == 2
     assert "--apply needs a token in GITHUB_TOKEN" in capsys.readouterr().err
-    assert run("http://127.0.0.1:9") == 2
+    monkeypatch.setenv("GITHUB_TOKEN", "t0ken")
+    assert run("http://127.0.0.1:9", "--apply") == 2
     assert "GitHub API: GET /repos/owner/name/issues" in capsys.readouterr().err
     assert main(["file-issues", str(ENTRIES[0]), "--repo", "nameonly"]) == 2
+
+
+def test_an_offline_dry_run_shows_every_issue_and_says_the_check_was_skipped(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    assert run("http://127.0.0.1:9") == 0
+    out, err = capsys.readouterr()
+    assert out.count("to file: cause:") == 2
+    assert out.count("# [Bug][Relax] ") == 2
+    assert "the check for issues already filed in owner/name was skipped: the API could not be reached" in err
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("corpus")
+def test_the_shipped_corpus_previews_one_issue_per_root_cause(corpus: Replays) -> None:
+    from fuzz.report import issues
+
+    entries = [corpus.entry(p) for p in ENTRIES_ALL]
+    previews = issues(entries)
+    epsilon = [i for i in previews if i.key == "cause:epsilon-float32"]
+    assert len(epsilon) == 1 and len(epsilon[0].signatures) == 4  # float16, bfloat16, float64, out_dtype
+    assert len({i.key for i in previews}) == len(previews)
+    declines = [i for i in previews if not i.bug]
+    assert declines and all(i.title.startswith("[Expected behaviour]") for i in declines)
+    assert all(i.title.startswith("[Bug]") for i in previews if i.bug)

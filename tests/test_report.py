@@ -6,18 +6,22 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from replays import ENTRIES, PIPELINE_ENTRIES, ROOT, Replays, ids
 
 from fuzz.cli import main
 from fuzz.corpus import load_entry
-from fuzz.report import UPSTREAM_MODULE, render_issue, render_script
+from fuzz.execute import Outputs
+from fuzz.report import UPSTREAM_MODULE, _difference, issue_of, render_issue, render_script
 
 pytestmark = pytest.mark.xdist_group("corpus")
+ALL_ENTRIES = sorted((ROOT / "corpus").rglob("*.json"))
 IOHW = ROOT / "corpus" / "pass-exception_AttributeError_kernel_layout=IOHW_.json"
 FIXED = "__import__('fuzz.fold_batchnorm').fold_batchnorm.FoldBatchnormToConv2D()"
 
@@ -146,3 +150,40 @@ def test_triage_groups_by_signature_and_names_the_smallest(
     out = capsys.readouterr()
     assert f"    2  finite-to-nonfinite  smallest: {entry} (7 values)" in out.out.splitlines()
     assert "broken.json" in out.err
+
+
+def shown_values(actual: str) -> tuple[str, str] | None:
+    """The values the actual-behaviour text puts side by side, before and after the pass."""
+    found = re.search(
+        r"[Ww]ithout the passe?s?\W+(?:output \d+, element \[[^\]]*\] is )?(.*?); "
+        r"after (?:the passe?s?|it)\W+(?:it is |it returns )?(.*?)(?:\. |\.$|, so )",
+        actual,
+    )
+    return None if found is None else (found.group(1), found.group(2))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", ALL_ENTRIES, ids=[str(p.relative_to(ROOT / "corpus")) for p in ALL_ENTRIES])
+def test_every_entry_s_issue_shows_a_difference(path: Path, corpus: Replays) -> None:
+    entry = corpus.entry(path)
+    text = issue_of([entry], None if entry.isolated else {entry.signature: corpus.replay(path).checked}).text
+    if entry.declined:  # expected behaviour: no difference to show, and no [Bug]
+        assert text.startswith("# [Expected behaviour]") and "This is not a bug" in text
+        return
+    actual = text.split("### Actual behavior\n\n", 1)[1].split("\n### ", 1)[0]
+    failed = ("raises `", "died of", "Check failed", "fails to")
+    if any(word in actual for word in failed):
+        return
+    values = shown_values(actual)
+    assert values is not None, actual
+    assert values[0] != values[1], actual
+
+
+def test_a_must_not_fold_with_equal_first_values_shows_where_they_differ() -> None:
+    before = Outputs((np.array([[1.0, 2.0, 3.0, 4.0, 5.0]]),), ("float32",), ((1, 5),))
+    after = Outputs((np.array([[1.0, 2.0, 3.0, 4.0, 7.0]]),), ("float32",), ((1, 5),))
+    text = _difference(before, after, None, "the pass")
+    assert text == "Output 0, element [0, 4], without the pass: 5.0; after the pass: 7.0."
+    assert shown_values(text) == ("5.0", "7.0")
+    same = _difference(before, before, None, "the pass")
+    assert same.startswith("On this input the outputs happen to agree, but the pass rewrote the graph")
