@@ -21,18 +21,21 @@ endif
 
 .PHONY: setup fuzz check test lint clean
 
+# pip's output goes to $(VENV)/setup.log; on a failure its last lines are shown.
 $(STAMP): pyproject.toml $(CONSTRAINTS)
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]' -c $(CONSTRAINTS)
-	rm -f $(VENV)/.installed-tvm-*
-	touch $@
+	@echo "setting up $(VENV) with TVM $(TVM) (pip's output: $(VENV)/setup.log)"
+	@$(PYTHON) -m venv $(VENV)
+	@{ $(BIN)/pip install --upgrade pip && $(BIN)/pip install -e '.[test]' -c $(CONSTRAINTS); } \
+		> $(VENV)/setup.log 2>&1 || { tail -n 30 $(VENV)/setup.log; echo "setup failed: see $(VENV)/setup.log"; exit 1; }
+	@rm -f $(VENV)/.installed-tvm-*
+	@touch $@
 
 setup: $(STAMP)
 
 # bnfuzz exits 1 when it finds bugs, which is what this job is for; 2 is a real error.
 fuzz: setup
-	$(BIN)/bnfuzz run --pass upstream --budget $(BUDGET) --out findings || [ $$? -eq 1 ]
+	@echo "$(BIN)/bnfuzz run --pass upstream --budget $(BUDGET) --out findings"
+	@$(BIN)/bnfuzz run --pass upstream --budget $(BUDGET) --out findings || [ $$? -eq 1 ]
 
 lint: setup
 	$(BIN)/ruff check .

@@ -40,7 +40,16 @@ def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bnfuzz",
         description="Hypothesis-driven fuzzer for batch-norm-folding passes (TVM Relax).",
-        epilog="Exit codes: 0 no findings, 1 findings, 2 usage error.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="""from a finding to an issue:
+  bnfuzz run --pass upstream --budget 120 --out findings   # each distinct bug, shrunk, as a file
+  bnfuzz triage findings                                   # the findings, grouped by signature
+  bnfuzz render findings/FILE.json --issue                 # one as an issue text (--script: its reproducer)
+  bnfuzz promote findings/*.json --corpus my-corpus        # simplified, measured on upstream and fixed
+  bnfuzz file-issues my-corpus --repo apache/tvm           # preview: one issue per root cause
+
+Exit codes differ per command (bnfuzz COMMAND --help lists them); 2 is always a usage
+error (bad arguments or input files, an unknown pass, a missing or unsupported TVM).""",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser(
@@ -188,9 +197,11 @@ def parser() -> argparse.ArgumentParser:
         "--seconds",
         type=_positive(float),
         default=120.0,
-        help="time slice of each of the six phases: naive, cold, warm, warming up and then warm with "
-        "the lowering judged, campaign (default 120; the whole run takes about 6 x SECONDS + 12 x "
-        "--growth-seconds)",
+        help="length of each of the six timed phases: naive, cold, warm, warming up and then warm with "
+        "the lowering judged, campaign (default 120). It is not the total: before them the value sets "
+        "are drawn (about as long as one phase), and after them the growth table takes 12 x "
+        "--growth-seconds; the run prints its total at the end. A phase ends at its first check past "
+        "SECONDS, or early when it runs out of value sets",
     )
     bench.add_argument(
         "--growth-seconds",
@@ -341,7 +352,13 @@ def parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 every entry as expected, 1 some entry not as expected, 2 usage error "
         "(an unreadable entry is reported, named with its field, and the others still replay).",
     )
-    replay.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="entry files or folders of them")
+    replay.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="findings or corpus entries, or folders of them (subfolders included)",
+    )
     replay.add_argument("--pass", dest="pass_name", metavar="P", help="replay on this pass only")
     replay.add_argument(
         "--scripts",
@@ -356,21 +373,31 @@ def parser() -> argparse.ArgumentParser:
         "and exits 1 while the bug is present; --issue prints a GitHub issue with that script inline.",
         epilog="Exit codes: 0 done, 2 usage error (unreadable entry).",
     )
-    render.add_argument("path", type=Path, metavar="PATH", help="a corpus entry (JSON)")
+    render.add_argument(
+        "path", type=Path, metavar="PATH", help="a finding (from run --out) or a corpus entry (JSON)"
+    )
     form = render.add_mutually_exclusive_group(required=True)
     form.add_argument("--script", action="store_true", help="print the standalone reproducer script")
     form.add_argument("--issue", action="store_true", help="print the issue text (title, behaviour, script)")
     file_issues = sub.add_parser(
         "file-issues",
-        help="one GitHub issue per corpus entry whose signature is not filed yet (dry run by default)",
-        description="Render each entry as an issue, list the repository's open issues, skip the "
-        "signatures already filed (a marker in the issue body names it), and print what would be "
-        "filed; with --apply, file it through the GitHub REST API with the token in GITHUB_TOKEN.",
-        epilog="Exit codes: 0 done, 2 usage error (unreadable entry, no token for --apply, the API "
-        "refused or could not be reached).",
+        help="one GitHub issue per root cause not filed yet (a dry run, printing each issue, by default)",
+        description="Group the entries by root cause (entries that fail at the same line of the pass for "
+        "the same reason are one issue, listing each as a variant), list the repository's open issues, "
+        "skip those already filed (markers in the issue body name the root cause and the signatures), "
+        "and print each issue that would be filed, whole. Declines (expected behaviour) and entries "
+        "that need a pass other than TVM's are never filed. With --apply, file them through the GitHub "
+        "REST API with the token in GITHUB_TOKEN. Offline, a dry run still prints every issue and says "
+        "that the check for issues already filed was skipped.",
+        epilog="Exit codes: 0 done, 2 usage error (an unreadable file, no token for --apply, the API "
+        "refused or could not be reached with --apply).",
     )
     file_issues.add_argument(
-        "paths", nargs="+", type=Path, metavar="PATH", help="entry files or folders of them"
+        "paths",
+        nargs="+",
+        type=Path,
+        metavar="PATH",
+        help="corpus entries or findings, or folders of them (subfolders included)",
     )
     file_issues.add_argument("--repo", required=True, metavar="OWNER/NAME", help="the repository to file in")
     file_issues.add_argument(

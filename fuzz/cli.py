@@ -444,12 +444,16 @@ def _next_steps(out: Path | None, summary: dict[str, Any]) -> list[str]:
     if out is None:
         return [f"next: run again with --out DIR to keep each finding as a file ({exe} run --help)"]
     first = out / file_name(summary["findings"][0]["signature"])
+    steps = [
+        (f"{exe} triage {out}", "list them, grouped by signature"),
+        (f"{exe} render {first} --issue", "the issue text for one (--script: its reproducer)"),
+        (f"{exe} promote {out}/*.json --corpus my-corpus", "simplify, and measure upstream and fixed"),
+        (f"{exe} file-issues my-corpus --repo apache/tvm", "preview the issues, one per root cause"),
+    ]
+    width = max(len(command) for command, _ in steps)
     return [
         f"wrote {len(summary['findings'])} findings to {out}/, one JSON file per distinct bug; next:",
-        f"  {exe} triage {out}                    # list them, grouped by signature",
-        f"  {exe} render {first} --issue          # the issue text for one (--script: its reproducer)",
-        f"  {exe} promote {out}/*.json --corpus my-corpus  # simplify, and measure upstream and fixed",
-        f"  {exe} file-issues my-corpus --repo apache/tvm  # preview the issues, one per root cause",
+        *(f"  {command.ljust(width)}  # {what}" for command, what in steps),
     ]
 
 

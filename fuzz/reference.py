@@ -11,7 +11,7 @@ For every output of a :class:`~fuzz.case.Case` this computes an
     ``center``, ``scale``, ``training`` (batch statistics) and ``momentum``.
 ``bound``
     an a-priori error bound that any correct program in the case's dtype
-    meets, folded or not (the README, "How it works", derives it)::
+    meets, folded or not (docs/design.md, "Stages", derives it)::
 
         bound = SAFETY * (gamma_{n+k}(u) * A + Z) + reference error
 

@@ -130,6 +130,8 @@ def bench_table(summary: dict[str, Any]) -> str:
         )
     for sig, times in summary.get("first_hit_seconds", {}).items():
         emit(f"first hit {sig}: naive {times.get('naive', '-')} s, cached {times.get('cached', '-')} s")
+    if "total_seconds" in summary:
+        emit(f"whole run: {summary['total_seconds']:.0f} s (drawing, the phases and the growth table)")
     return "\n".join(out)
 
 

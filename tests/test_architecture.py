@@ -1,5 +1,6 @@
-"""Data flows one way: no module imports one from a later row of the README's stage table
-("How it works"), and every module of ``fuzz/`` (and ``strategies/`` as one stage) has a row.
+"""Data flows one way: no module imports one from a later row of the stage table in
+``docs/design.md`` ("Stages"), and every module of ``fuzz/`` (and ``strategies/`` as one
+stage) has a row.
 
 Imports inside functions count too: a lazy import is still a dependency.
 """
@@ -15,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def stage_rows() -> dict[str, int]:
     """Module name -> row of the stage table (``strategies`` for the whole package)."""
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "design.md").read_text()
     table = text[text.index("| stage | module | what it does |") :].split("\n\n", 1)[0]
     rows: dict[str, int] = {}
     for i, line in enumerate(table.splitlines()[2:]):
@@ -59,7 +60,7 @@ def modules() -> dict[str, list[Path]]:
 def test_every_module_has_a_row() -> None:
     rows = stage_rows()
     missing = sorted(set(modules()) - set(rows))
-    assert not missing, f"modules without a row in the README's stage table: {missing}"
+    assert not missing, f"modules without a row in the stage table of docs/design.md: {missing}"
     stale = sorted(set(rows) - set(modules()))
     assert not stale, f"rows naming modules that do not exist: {stale}"
 

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.xdist_group("corpus")
 
 
 def defect_class(entry: Entry) -> str:
-    """The upstream defect class (BACKGROUND section 2) an entry shows."""
+    """The upstream defect class (the README lists them) an entry shows."""
     attrs = classify(entry.case)
     if attrs["training"] == "True":
         return "training"

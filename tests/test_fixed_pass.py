@@ -182,7 +182,7 @@ def test_folds_after_convert_layout(kernel_layout: str) -> None:
     assert np.all(np.abs(folded_out.values[0] - ref.value) <= ref.bound + np.abs(base.values[0] - ref.value))
 
 
-# One case per upstream defect class (BACKGROUND section 2): upstream has a finding,
+# One case per upstream defect class (the README lists them): upstream has a finding,
 # ours none.
 UPSTREAM_DEFECTS = {
     "training": make_case(training=True),

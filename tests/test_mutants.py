@@ -3,7 +3,7 @@
 Each mutant is one text edit of the fixed pass; these tests check that every edit
 still applies, that each mutant really differs from the pass and loads as a drop-in
 pass, and that the time-to-find command measures and reports. How fast the fuzzer kills
-each mutant is measured, not asserted (README "Search power").
+each mutant is measured, not asserted (docs/measurements.md, "Search power").
 """
 
 from __future__ import annotations

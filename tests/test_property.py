@@ -62,7 +62,9 @@ def test_pass_has_no_finding(name: str, case: Case) -> None:
     assert_no_finding(case, PASSES[name], name)
 
 
-@pytest.mark.xfail(strict=True, reason="TVM's FoldBatchnormToConv2D has known defects (BACKGROUND section 2)")
+@pytest.mark.xfail(
+    strict=True, reason="TVM's FoldBatchnormToConv2D has known defects (the README lists them)"
+)
 @settings(phases=[Phase.explicit, Phase.reuse, Phase.generate])  # a hit is enough: no shrinking
 @given(case=strategies.cases())
 def test_upstream_has_no_finding(case: Case) -> None:

@@ -5,7 +5,7 @@ false alarm of the fuzzer (or a real bug in ``fixed``, which must be fixed befor
 passes). The campaigns run as users run them (batches of value sets per structure, the
 compile cache, ``target()``, a fresh seed every epoch), for as many value sets as the
 Hypothesis profile's ``max_examples``: 40 under ``ci``, 20,000 under ``nightly`` (the
-nightly workflow; the README has the counts of a run). The property tests
+nightly workflow; docs/measurements.md has the counts of a run). The property tests
 (``tests/test_property.py``) check the same passes on single fresh draws.
 """
 
