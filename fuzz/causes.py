@@ -25,7 +25,29 @@ from fuzz.corpus import Entry
 from fuzz.oracle import Symptom
 from fuzz.pipeline import DEFAULT_PIPELINE
 
-__all__ = ["Cause", "cause_of", "root_cause"]
+__all__ = ["HEADLINES", "Cause", "cause_of", "root_cause"]
+
+
+#: Each cause's key and its headline.
+HEADLINES = {
+    "epsilon-float32": "adds epsilon as a float32 scalar whatever the dtype",
+    "iohw-reshape": "calls a missing reshape method for IOHW kernels",
+    "training-ignored": "ignores training=True",
+    "axis-ignored": "ignores the batch_norm's axis",
+    "scale-ignored": "ignores scale=False",
+    "center-ignored": "ignores center=False",
+    "bias-nchw-shaped": "adds the folded bias on the NCHW channel axis whatever the data layout",
+    "weights-overflow": "folds scales into weights that overflow the dtype",
+    "scale-underflow": "stores a subnormal folded scale",
+}
+
+#: What adding an NCHW-shaped bias to a conv output of another layout does, per symptom.
+_WRONG_AXIS_BIAS = {
+    Symptom.SIGNATURE_CHANGE: "it broadcasts, and the output's shape changes.",
+    Symptom.OUT_OF_TOLERANCE: "the shapes happen to line up, and each channel gets another's bias.",
+    Symptom.PASS_EXCEPTION: "the shapes do not broadcast, and emitting the add raises.",
+    Symptom.ILL_FORMED: "the add's result no longer has the type of the binding it replaces.",
+}
 
 
 @dataclass(frozen=True)
@@ -38,6 +60,11 @@ class Cause:
     snippet: str
     #: the explanation, with the numbers of the entry it was made for
     text: str
+
+    @property
+    def headline(self) -> str:
+        """The cause in a few words, after the pass's name in a title."""
+        return HEADLINES[self.key]
 
 
 def root_cause(entry: Entry) -> str:
@@ -122,14 +149,18 @@ def cause_of(entry: Entry) -> Cause | None:
             f"adds beta - mean * s = {beta - mean * scale[0]:.7g} where batch_norm adds "
             f"-mean * s = {-mean * scale[0]:.7g} (channel 0, s = gamma / sqrt(var + eps)).",
         )
-    if symptom is Symptom.SIGNATURE_CHANGE and essentials["data_layout"] != "NCHW":
+    wrong_axis = symptom in _WRONG_AXIS_BIAS and (
+        symptom is not Symptom.PASS_EXCEPTION or error_type == "ValueError"
+    )
+    if essentials["data_layout"] != "NCHW" and wrong_axis:
+        assert symptom is not None
         c = block.gamma.shape[0]
         return Cause(
             "bias-nchw-shaped",
             "bs_args = relax.op.reshape(bs",
-            f"The folded bias is reshaped to (1, {c}, 1, 1), the channel position of NCHW, whatever the "
-            f"conv's data_layout. The conv's output here is {conv.data_layout}, so adding the bias "
-            "broadcasts it along the wrong axis and changes the output's shape.",
+            f"The folded bias is reshaped to (1, {c}, 1, 1), the channel position of NCHW, whatever "
+            f"the conv's data_layout. The conv's output here is {conv.data_layout}, so the bias is "
+            f"added along the wrong axis: {_WRONG_AXIS_BIAS[symptom]}",
         )
     finfo = np.finfo(np.dtype(case.dtype)) if case.dtype != "bfloat16" else None
     if symptom is Symptom.FINITE_TO_NONFINITE and finfo is not None:

@@ -83,6 +83,9 @@ def read_as_entry(path: Path) -> Entry:
         reason={record.pass_name: f"{record.symptom.value} at {record.stage.value}: {record.message}"},
         provenance={
             "tvm": record.tvm,
+            # the finding records no more of its environment: this one re-checks and renders it
+            "python": platform.python_version(),
+            "platform": platform.platform(),
             "seed": record.seed,
             "found_by": record.found_by
             or f"bnfuzz run --pass {record.pass_name} --seed {record.seed}"

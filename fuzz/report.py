@@ -204,8 +204,16 @@ def issue_of(entries: Sequence[Entry], checked: Mapping[str, Checked | None] | N
     if first.pass_name != "upstream":  # a pass of the fuzzer's own (a mutant): named as such
         subject = f"`{first.pass_name}` (bnfold-fuzz)"
     variants = [_attributes(e) for e in group]
-    shown = "; ".join(v for v in variants if v)
-    title = f"[Bug][Relax] {subject} {words.title(first.error_type)}" + (f" ({shown})" if shown else "")
+    shown = (
+        "; ".join(dict.fromkeys(v or "default attributes" for v in variants))
+        if len(group) > 1
+        else variants[0]
+    )
+    headline = words.title(first.error_type)
+    cause = cause_of(first)
+    if cause is not None and len({(e.symptom, e.error_type) for e in group}) > 1:
+        headline = cause.headline  # the variants fail in different ways: name what they share
+    title = f"[Bug][Relax] {subject} {headline}" + (f" ({shown})" if shown else "")
     if len(group) == 1:
         actual = [_actual(first, replays.get(first.signature))]
         script = render_script(first)
@@ -222,9 +230,9 @@ def issue_of(entries: Sequence[Entry], checked: Mapping[str, Checked | None] | N
         ]
         script = render_group_script(group)
         shows = "(it runs every variant and exits 1 while the bug shows in any)"
-    cause = _cause_section(first)
-    if cause and len(group) > 1:
-        cause = [*cause[:-1], "The same line fails for the same reason in every variant.", ""]
+    where = _cause_section(first)
+    if where and len(group) > 1:
+        where = [*where[:-1], "The same line fails for the same reason in every variant.", ""]
     minimal: list[str] = []
     for v, e in zip(variants, group, strict=True):
         notes = (
@@ -252,7 +260,7 @@ def issue_of(entries: Sequence[Entry], checked: Mapping[str, Checked | None] | N
             "",
             *actual,
             "",
-            *cause,
+            *where,
             "### Environment",
             "",
             f"- TVM: {tvm} (pip install apache-tvm=={tvm})" if tvm else "- TVM: unknown",
