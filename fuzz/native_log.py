@@ -15,7 +15,9 @@ in order; at the end the counts go into the run's summary.
 
 Key idea: filtering at the descriptor is the only way to see what C++ code prints, and a
 separate process (not a thread) does it, so that when this process dies of a signal,
-what it printed last (TVM's backtrace of a segfault) still gets through.
+what it printed last (TVM's backtrace of a segfault) still gets through. The filter is
+in a session of its own and ignores Ctrl-C: it ends when the pipe does, after the
+process it serves has said all it has to say.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ NOISE: dict[str, str] = {
 
 #: The filter process: ``python -c _FILTER COUNTS_FILE NOISE_JSON``, the pipe on stdin.
 _FILTER = """
-import json, sys
+import json, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the process it serves; EOF ends it
 counts_file, noise = sys.argv[1], {k: v.encode() for k, v in json.loads(sys.argv[2]).items()}
 counts = dict.fromkeys(noise, 0)
 out = sys.stdout.buffer
@@ -80,6 +83,7 @@ class NativeLog:
                 stdin=read,
                 stdout=self._saved,
                 stderr=self._saved,
+                start_new_session=True,  # not in the job's process group: a Ctrl-C there is not for it
             )
         finally:
             os.close(read)

@@ -201,8 +201,13 @@ def issue_of(entries: Sequence[Entry], checked: Mapping[str, Checked | None] | N
         expected = "After the passes, outputs stay within rounding error of the module before them."
     tvm = first.provenance.get("tvm", "")
     subject = "FoldBatchnormToConv2D" if first.pipeline is None else f"`{pipeline_text(first)}`"
-    if first.pass_name != "upstream":  # a pass of the fuzzer's own (a mutant): named as such
-        subject = f"`{first.pass_name}` (bnfold-fuzz)"
+    needs_pass = first.pipeline is None or FOLD in first.pipeline.passes
+    if first.pass_name != "upstream" and needs_pass:  # a fold of the fuzzer's own: named as such
+        subject = (
+            f"`{first.pass_name}` (bnfold-fuzz)"
+            if first.pipeline is None
+            else f"{subject} (with bnfold-fuzz's `{first.pass_name}` as the fold)"
+        )
     variants = [_attributes(e) for e in group]
     shown = (
         "; ".join(dict.fromkeys(v or "default attributes" for v in variants))
@@ -289,7 +294,6 @@ def issue_of(entries: Sequence[Entry], checked: Mapping[str, Checked | None] | N
             "",
         ]
     )
-    needs_pass = first.pipeline is None or FOLD in first.pipeline.passes
     return Issue(root_cause(first), title, body, signatures, first.pass_name, needs_pass)
 
 

@@ -33,7 +33,8 @@ def quick_start() -> list[str]:
     """The ``bnfuzz`` commands of the README's quick start, in order."""
     text = (ROOT / "README.md").read_text()
     section = text.split("\n## Quick start\n", 1)[1].split("\n## ", 1)[0]
-    lines = [line.split("  #", 1)[0].strip() for line in section.splitlines()]
+    blocks = [block.split("\n```", 1)[0] for block in section.split("```sh\n")[1:]]
+    lines = [line.split("  #", 1)[0].strip() for block in blocks for line in block.splitlines()]
     return [line.removeprefix(".venv/bin/") for line in lines if line.startswith(".venv/bin/bnfuzz ")]
 
 
