@@ -438,6 +438,21 @@ error (bad arguments or input files, an unknown pass, a missing or unsupported T
         "--passes", default="upstream,fixed", metavar="P,P", help="passes whose behaviour each entry records"
     )
     declines.add_argument("--seed", type=int, default=0, help="seed of the search (default 0)")
+    patch = sub.add_parser(
+        "upstream-patch",
+        help="the fixed pass as a unified diff against TVM's pass file, with tests in TVM's style",
+        description="Write a unified diff, to apply at the root of TVM's repository (git apply), that "
+        "replaces python/tvm/relax/transform/fold_batch_norm_to_conv2d_for_inference.py (as the "
+        "installed TVM ships it) by the fixed pass, and extends "
+        "tests/python/relax/test_transform_fold_batch_norm_to_conv2d.py: training=False in the "
+        "batch_norm its existing tests build (they mean an inference batch_norm; a training-mode one "
+        "must not be folded), and one test per corpus entry (each upstream defect class and each "
+        "decline), TVMScript Before and Expected modules compared with assert_structural_equal.",
+        epilog="Exit codes: 0 written, 2 usage error (an unwritable --out, no ruff to format the tests).",
+    )
+    patch.add_argument(
+        "--out", type=Path, metavar="FILE", help="write the diff to FILE (default: standard output)"
+    )
     return parser
 
 

@@ -119,7 +119,15 @@ def cause_of(entry: Entry) -> Cause | None:
                 "The rewriter reads only `epsilon` from the batch_norm's attributes; it never checks "
                 "`training`. With training=True, batch_norm normalises with the mean and variance of the "
                 "batch itself, not the moving statistics the fold bakes into the weights, so the fold "
-                "changes the result.",
+                "changes the result.\n\n"
+                "TVM's own test of the pass "
+                "(`tests/python/relax/test_transform_fold_batch_norm_to_conv2d.py`) builds its "
+                "batch_norm with the op's default, training=True, compares the folded program "
+                "with `DecomposeOpsForInference` of the unfolded one, which ignores `training`, and asserts "
+                "that no batch_norm is left. It passes only because the pass ignores `training` too: "
+                "`LegalizeOps` lowers the same batch_norm to batch statistics. The test means an "
+                "inference-mode batch_norm, so a fix of the pass has to change the test to "
+                "`training=False`, not the other way round.",
             )
         if essentials["axis"] == "non-channel":
             return Cause(

@@ -424,6 +424,22 @@ def _file_issues(args: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
+def _upstream_patch(args: argparse.Namespace) -> int:
+    from fuzz.storage import write_atomic
+    from fuzz.upstream_patch import upstream_patch
+
+    diff = upstream_patch()
+    if args.out is None:
+        print(diff, end="")
+        return EXIT_CLEAN
+    try:
+        write_atomic(args.out, diff)
+    except OSError as exc:
+        raise UsageError(f"--out {args.out}: cannot write the patch ({exc.strerror or exc})") from None
+    print(f"wrote {args.out}; apply it at the root of TVM's repository with: git apply {args.out}")
+    return EXIT_CLEAN
+
+
 def _program() -> str:
     """How the user ran ``bnfuzz`` (``.venv/bin/bnfuzz`` from a clone), to print commands
     they can paste."""
@@ -527,6 +543,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "triage": _triage,
     "file-issues": _file_issues,
     "declines": _declines,
+    "upstream-patch": _upstream_patch,
 }
 
 

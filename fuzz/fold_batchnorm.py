@@ -1,7 +1,7 @@
-"""A drop-in, correct ``FoldBatchnormToConv2D`` for Relax.
+"""Fold inference-mode batch_norm into the conv2d before it, soundly.
 
-Standalone: this file imports only ``tvm`` and ``numpy`` (nothing from the fuzzer),
-so it can be proposed upstream as one file. Use it as upstream's pass is used::
+This file imports only ``tvm`` and ``numpy``. Use it as ``FoldBatchnormToConv2D`` has
+always been used::
 
     mod = FoldBatchnormToConv2D()(mod)
 
@@ -63,16 +63,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
 import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
+from tvm.relax.transform.transform import function_pass
 
 __all__ = ["FoldBatchnormToConv2D"]
 
 _CONV2D = tvm.ir.Op.get("relax.nn.conv2d")
 _BATCH_NORM = tvm.ir.Op.get("relax.nn.batch_norm")
 # ``relax.const`` returns ``tvm.ir.GenericConst`` from TVM 0.27 on, ``relax.Constant`` before.
-_CONSTANTS = tuple(c for c in (getattr(tvm.ir, "GenericConst", None), getattr(relax, "Constant", None)) if c)
+_CONSTANTS = tuple(
+    c for c in (getattr(tvm.ir, "GenericConst", None), getattr(relax, "Constant", None)) if c
+)
 _to_tensor = tvm.runtime.tensor
 #: Folded biases stay below max / _BIAS_MARGIN of their dtype (see the module docstring).
 _BIAS_MARGIN = 4.0
@@ -256,7 +260,9 @@ def _plan(match: _Match, assume_bounded: bool) -> _Fold | None:
         remainder = np.where(full, 1.0, np.ldexp(m, e - k))
     if not (np.all(np.isfinite(folded)) and np.all(np.abs(folded) <= w_max)):
         return None
-    if not (np.all(np.abs(bias) <= out_max / _BIAS_MARGIN) and np.all(np.abs(remainder) <= out_max)):
+    if not (
+        np.all(np.abs(bias) <= out_max / _BIAS_MARGIN) and np.all(np.abs(remainder) <= out_max)
+    ):
         return None
     shape = [1, 1, 1, 1]
     shape[channel] = channels
@@ -277,7 +283,10 @@ def _per_channel(
     if bias is None or bias.dtype != dtype or bias.ndim > 4:
         return None
     shape = (1,) * (4 - bias.ndim) + bias.shape
-    if any(d != 1 for i, d in enumerate(shape) if i != channel) or shape[channel] not in (1, channels):
+    if any(d != 1 for i, d in enumerate(shape) if i != channel) or shape[channel] not in (
+        1,
+        channels,
+    ):
         return None
     return np.broadcast_to(bias.astype(np.float64).reshape(-1), (channels,)).copy()
 
@@ -302,7 +311,9 @@ def _constant(expr: Any, values: dict[Any, Any]) -> np.ndarray[Any, Any] | None:
         inner = _constant(value.args[0], values)
         axes = value.attrs.axes
         return (
-            None if inner is None else np.transpose(inner, None if axes is None else [int(a) for a in axes])
+            None
+            if inner is None
+            else np.transpose(inner, None if axes is None else [int(a) for a in axes])
         )
     if _is_call(value, _RESHAPE) and isinstance(value.args[1], relax.ShapeExpr):
         inner = _constant(value.args[0], values)
@@ -359,7 +370,9 @@ class _Graph:
         dropped = {bn_var}
         for user in projections:
             item = self.values.get(user) if user is not None else None
-            if not isinstance(item, relax.TupleGetItem) or (not user.same_as(var) and int(item.index) == 0):
+            if not isinstance(item, relax.TupleGetItem) or (
+                not user.same_as(var) and int(item.index) == 0
+            ):
                 return None  # the tuple itself is used, or output 0 is projected twice
             if not user.same_as(var):
                 if self.uses(user):
@@ -388,7 +401,9 @@ class _Graph:
         arrays = [r for r in resolved if r is not None]
         if len(arrays) != len(resolved):
             return None  # an operand not known at compile time
-        return _Match(conv, bn, bn_input, arrays[0], tuple(arrays[1:]), conv_bias, frozenset(dropped))
+        return _Match(
+            conv, bn, bn_input, arrays[0], tuple(arrays[1:]), conv_bias, frozenset(dropped)
+        )
 
     def unused_after(self, dropped: set[Any]) -> set[Any]:
         """``dropped`` and every constant-valued binding (a weight's ``permute_dims``, a
@@ -412,7 +427,7 @@ class _Graph:
         return dropped
 
 
-@relax.transform.function_pass(opt_level=0, name="FoldBatchnormToConv2D")
+@function_pass(opt_level=0, name="FoldBatchnormToConv2D")
 class FoldBatchnormToConv2D:
     """Fold inference-mode batch_norm into the conv2d before it, soundly (module docstring)."""
 
@@ -420,7 +435,11 @@ class FoldBatchnormToConv2D:
         self.assume_bounded_activations = assume_bounded_activations
 
     def transform_function(self, func: Any, mod: Any, ctx: Any) -> Any:
-        if func.attrs is not None and "Primitive" in func.attrs and int(func.attrs["Primitive"]) != 0:
+        if (
+            func.attrs is not None
+            and "Primitive" in func.attrs
+            and int(func.attrs["Primitive"]) != 0
+        ):
             return func
         graph = _Graph(func)
         if not graph.has_batch_norm:

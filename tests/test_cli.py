@@ -52,6 +52,7 @@ def test_help_explains_every_option() -> None:
         ("render", ["PATH", "--script", "--issue"]),
         ("triage", ["PATH"]),
         ("file-issues", ["PATH", "--repo", "--apply", "--api"]),
+        ("upstream-patch", ["--out", "git apply", "training=False"]),
     ],
 )
 def test_every_command_documents_its_options_and_exit_codes(
