@@ -33,19 +33,12 @@ from tvm import relax
 
 from fuzz.attributes import classify
 from fuzz.case import OPERANDS, Case, Importer, Tensor
-from fuzz.compat import (
-    VISIT_CONSTANT,
-    TensorType,
-    constant_tensor,
-    summarise_error,
-    to_device,
-    type_of,
-    var_name,
-)
+from fuzz.compat import VISIT_CONSTANT, TensorType, constant_tensor, to_device, type_of, var_name
 from fuzz.errors import BnfuzzError
 from fuzz.onnx_graph import onnx_model
 from fuzz.program import Binding, Function, named_tensors, program
 from fuzz.program import parameter_names as program_parameters
+from fuzz.results import summarise_error
 
 __all__ = [
     "DATA_NAME",

@@ -14,11 +14,12 @@ from dataclasses import dataclass, replace
 from fuzz.build import build_module
 from fuzz.case import Case
 from fuzz.compat import structural_equal
-from fuzz.execute import Execution, Failure, Runner, Stage, execute
+from fuzz.execute import Runner, execute
 from fuzz.oracle import Finding, Symptom, Verdict, judge, within_bound
 from fuzz.passes import PassFactory, claims_complete_fold
 from fuzz.pipeline import Pipeline, PipelinePass, gated
 from fuzz.reference import Reference, reference
+from fuzz.results import Execution, Failure, Stage
 
 __all__ = ["Checked", "check"]
 

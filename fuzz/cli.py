@@ -240,8 +240,9 @@ def _entry_files(paths: list[Path]) -> list[Path]:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from fuzz.corpus import EntryError, replay
+    from fuzz.corpus import EntryError
     from fuzz.promote import read_as_entry
+    from fuzz.replay import replay
     from fuzz.script import run_script
 
     if args.pass_name is not None:

@@ -27,7 +27,6 @@ editing one table, not hunting through the fuzzer.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
@@ -44,7 +43,6 @@ __all__ = [
     "constant_tensor",
     "constant_value",
     "structural_equal",
-    "summarise_error",
     "to_device",
     "tvm_version",
     "type_of",
@@ -99,26 +97,6 @@ def var_name(var: Any) -> str:
 def to_device(array: np.ndarray[Any, Any], device: Any = None) -> Any:
     """Copy a NumPy array (any dtype, bfloat16 via ml_dtypes) to a TVM runtime tensor."""
     return tvm.runtime.tensor(np.ascontiguousarray(array), device=device or tvm.cpu())
-
-
-#: Longest message :func:`summarise_error` returns.
-MAX_MESSAGE = 600
-
-# Lines or fragments that carry no information for a reader of a Failure.
-_NOISE = re.compile(r"# Metadata omitted\. Use show_meta=True in script\(\) method to show it\.\s*")
-# ``ir.Op(span=None, ..., name="relax.nn.batch_norm", ...)`` -> ``Op(relax.nn.batch_norm)``
-_OP_REPR = re.compile(r'ir\.Op\(span=.*?name="([^"]+)".*?support_level=\d+\)')
-# Backtrace lines: Python's, or TVM's C++ frames (before tvm-ffi, TVM put the C++
-# backtrace inside the message, ahead of the text that matters).
-_BACKTRACE = re.compile(r"^\s*(Traceback \(|Stack trace:|File \"|\d+: |at |\[bt\])")
-
-
-def summarise_error(exc: BaseException) -> str:
-    """An exception's message on one line, without backtraces or IR metadata notes."""
-    text = _OP_REPR.sub(r"Op(\1)", _NOISE.sub("", str(exc)))
-    lines = [line.strip() for line in text.splitlines() if not _BACKTRACE.match(line)]
-    message = " ".join(line for line in lines if line) or type(exc).__name__
-    return message if len(message) <= MAX_MESSAGE else message[: MAX_MESSAGE - 3] + "..."
 
 
 def assert_well_formed(mod: Any) -> None:

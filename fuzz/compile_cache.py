@@ -40,7 +40,8 @@ from tvm import relax
 
 from fuzz.build import FUNCTION_NAME, IdentityMemo, lift_constants
 from fuzz.compat import assert_well_formed, to_device, tvm_version
-from fuzz.execute import TARGET, Failure, Outputs, Stage, outputs_of
+from fuzz.execute import TARGET, outputs_of
+from fuzz.results import Failure, Outputs, Stage
 
 __all__ = ["CacheStats", "CompileCache"]
 

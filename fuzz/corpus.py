@@ -7,8 +7,9 @@ pass has a finding on it; ``passes``: none), with a reason, and where it came fr
 :func:`dumps_entry` writes it with sorted keys and a two-space indent, so a file
 changes only when its content does.
 
-:func:`fuzz.promote.promote` makes entries from campaign findings. :func:`replay` checks
-an entry against one pass and says whether the pass did what the entry expects.
+:func:`fuzz.promote.promote` makes entries from campaign findings;
+:func:`fuzz.replay.replay` checks an entry against one pass and says whether the pass did
+what the entry expects. This module imports no TVM.
 
 Key idea: a bad entry is reported as :class:`EntryError` naming the file and the field,
 never as a traceback, and one bad file does not stop the others from replaying.
@@ -23,23 +24,18 @@ from typing import Any
 
 from fuzz.case import Case, CaseError
 from fuzz.case_json import case_from_json, case_to_json
-from fuzz.check import Checked, check
 from fuzz.errors import BnfuzzError
-from fuzz.execute import Stage
 from fuzz.oracle import Symptom
-from fuzz.passes import resolve_pass
 from fuzz.pipeline import Pipeline, PipelineError, pipeline_from_json, pipeline_to_json
+from fuzz.results import Stage
 
 __all__ = [
     "DECLINED",
     "ENTRY_SCHEMA",
     "Entry",
     "EntryError",
-    "Replay",
-    "check_entry",
     "dumps_entry",
     "load_entry",
-    "replay",
 ]
 
 #: 2 added ``error_type`` and ``stderr``; a schema-1 entry is read with both empty.
@@ -47,8 +43,6 @@ ENTRY_SCHEMA = 2
 #: The symptom of an entry that shows no bug: a complete fold keeps the batch_norm for a
 #: reason it can state (``bnfuzz declines``, ``corpus/declines/``): expected behaviour.
 DECLINED = "declined"
-#: Seconds a worker may take on one entry before it counts as a hang.
-ISOLATED_TIMEOUT = 120.0
 EXPECTATIONS = ("fails", "passes")
 
 
@@ -195,34 +189,3 @@ def _pipeline(obj: Any, path: Path) -> Pipeline | None:
         return pipeline_from_json(obj)
     except PipelineError as exc:
         raise EntryError(path, "pipeline" + (f".{exc.field}" if exc.field else ""), exc.detail) from None
-
-
-def check_entry(case: Case, pass_name: str, pipeline: Pipeline | None, isolated: bool) -> Checked:
-    """Check a case on a pass (in a pipeline), in a worker process if ``isolated``."""
-    if not isolated:
-        return check(case, resolve_pass(pass_name), pipeline=pipeline)
-    from fuzz.isolate import IsolatedChecker
-
-    with IsolatedChecker(pass_name, timeout=ISOLATED_TIMEOUT) as checker:
-        return checker(case, pipeline)
-
-
-@dataclass(frozen=True)
-class Replay:
-    """One entry replayed on one pass: what happened against what was expected."""
-
-    pass_name: str
-    expected: str | None
-    status: str  # "fails" or "passes"
-    checked: Checked
-
-    @property
-    def as_expected(self) -> bool:
-        return self.expected is None or self.expected == self.status
-
-
-def replay(entry: Entry, pass_name: str) -> Replay:
-    """Check the entry's case on ``pass_name`` (built, run and judged afresh)."""
-    checked = check_entry(entry.case, pass_name, entry.pipeline, entry.isolated)
-    status = "passes" if checked.verdict.primary is None else "fails"
-    return Replay(pass_name, entry.expect.get(pass_name), status, checked)

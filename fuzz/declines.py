@@ -31,8 +31,9 @@ from fuzz.compat import tvm_version
 from fuzz.corpus import DECLINED, Entry
 from fuzz.decline import Reason, block_reasons
 from fuzz.errors import BnfuzzError
-from fuzz.execute import Stage, count_batch_norms
+from fuzz.execute import count_batch_norms
 from fuzz.passes import PassFactory, resolve_pass
+from fuzz.results import Stage
 
 __all__ = ["DECLINED", "DeclineNotFound", "decline_entry", "find_decline"]
 

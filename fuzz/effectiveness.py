@@ -69,11 +69,12 @@ from tvm.relax.frontend.onnx import from_onnx
 
 from fuzz.case import BatchNormAttrs, Block, Case, Conv2dAttrs, Tensor, Topology
 from fuzz.check import check
-from fuzz.compat import assert_well_formed, structural_equal, summarise_error, to_device
+from fuzz.compat import assert_well_formed, structural_equal, to_device
 from fuzz.compile_cache import CompileCache
 from fuzz.execute import count_batch_norms
 from fuzz.fold_batchnorm import FoldBatchnormToConv2D
 from fuzz.passes import PassFactory
+from fuzz.results import summarise_error
 from fuzz.timing import compile_for_timing, time_side_by_side
 from fuzz.zoo import MODELS, ConvBn, build_model, conv_bn_pairs, reference
 

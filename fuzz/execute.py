@@ -6,16 +6,9 @@ checked for well-formedness, then compiled and run the same way (the *folded*
 program). Both go through one pipeline, ``relax.build(zero_pipeline()(mod),
 target=TARGET)``, and the same inputs.
 
-Abstractions:
-
-- :class:`Stage`: where a failure happened (``pass``, ``well-formedness``, ``build``,
-  ``run``).
-- :class:`Failure`: a TVM exception turned into a value: stage, exception type name,
-  a short message without backtraces.
-- :class:`Outputs`: what the VM returned, flattened, as float64 arrays plus the
-  runtime dtypes and shapes.
-- :class:`Execution`: both results, and facts about the pass: did it change the
-  module, did it remove a batch_norm, is it idempotent, how long things took.
+It returns the result types of :mod:`fuzz.results` (:class:`~fuzz.results.Execution`,
+:class:`~fuzz.results.Outputs`, :class:`~fuzz.results.Failure` at a
+:class:`~fuzz.results.Stage`), which import no TVM.
 
 Key idea: TVM failures never escape :func:`execute`; they become :class:`Failure`
 values the oracle can judge. Failures of our own code (an invalid case, a bug here)
@@ -25,10 +18,8 @@ run :func:`execute` in a subprocess.
 
 from __future__ import annotations
 
-import enum
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,22 +35,13 @@ from fuzz.build import (
     unfolded_program,
 )
 from fuzz.case import Case
-from fuzz.compat import (
-    RuntimeTensor,
-    assert_well_formed,
-    structural_equal,
-    summarise_error,
-    to_device,
-)
+from fuzz.compat import RuntimeTensor, assert_well_formed, structural_equal, to_device
+from fuzz.results import Execution, Failure, Outputs, Stage
 
 __all__ = [
     "COUNTED_OPS",
     "TARGET",
-    "Execution",
-    "Failure",
-    "Outputs",
     "Runner",
-    "Stage",
     "compile_and_run",
     "count_batch_norms",
     "count_ops",
@@ -73,71 +55,6 @@ __all__ = [
 #: for upstream) with bit-identical outputs in every dtype, huge values included
 #: (149 of 149 builds, and tests/test_execute.py::test_opt_level_0_target_is_bit_identical).
 TARGET = tvm.target.Target({"kind": "llvm", "opt-level": 0})
-
-
-class Stage(str, enum.Enum):
-    """Where a :class:`Failure` happened (pass, well-formedness, build, run), or where a
-    finding showed: also in comparing the outputs, or in a worker process that died."""
-
-    PASS = "pass"
-    WELL_FORMED = "well-formedness"
-    BUILD = "build"
-    RUN = "run"
-    COMPARE = "compare"
-    WORKER = "worker"
-
-
-@dataclass(frozen=True)
-class Failure:
-    """A TVM exception as a value. ``message`` is short and backtrace-free."""
-
-    stage: Stage
-    error_type: str
-    message: str
-
-    @classmethod
-    def from_exception(cls, stage: Stage, exc: BaseException) -> Failure:
-        return cls(stage, type(exc).__name__, summarise_error(exc))
-
-
-@dataclass(frozen=True)
-class Outputs:
-    """The VM's results, flattened in return order, each converted to float64."""
-
-    values: tuple[np.ndarray[Any, Any], ...]
-    dtypes: tuple[str, ...]
-    shapes: tuple[tuple[int, ...], ...]
-
-
-@dataclass(frozen=True)
-class Execution:
-    """One case through one pass.
-
-    ``baseline`` is the unfolded module built and run; ``folded`` the module after
-    the pass. ``changed``: the pass output is not structurally equal to its input.
-    ``fired``: fewer ``relax.nn.batch_norm`` calls after the pass. ``idempotent``:
-    the pass applied to its own output returns a structurally equal module (False if
-    that second application raises; None if the first one failed or was not asked for).
-    ``pass_seconds`` times the first pass application; ``build_seconds`` sums the
-    time to compile, load and run both programs (running is microseconds).
-    ``op_counts``: how many of each operator the module had before and after the
-    pass (see :func:`count_ops`); None if the pass raised. ``baseline`` and ``folded``
-    are None where nothing was run: the pass changed nothing and the unchanged module's
-    numbers were not asked for (``execute(..., unchanged=False)``); ``baseline`` is also
-    None where the pass raised or returned ill-formed IR (judged without numbers).
-    """
-
-    baseline: Outputs | Failure | None
-    folded: Outputs | Failure | None
-    changed: bool
-    fired: bool
-    idempotent: bool | None
-    pass_seconds: float
-    build_seconds: float
-    op_counts: tuple[dict[str, int], dict[str, int]] | None = None
-    #: the unfolded program was not run: the folded outputs cleared every numeric rule on
-    #: their own (``execute(..., baseline_needed=...)``), so it could change no verdict
-    baseline_skipped: bool = False
 
 
 #: The operators :func:`count_ops` counts by default: what a fold removes, adds or keeps.

@@ -21,9 +21,9 @@ from typing import Any
 from fuzz.case import Case, CaseError
 from fuzz.case_json import case_from_json, case_to_json
 from fuzz.errors import BnfuzzError
-from fuzz.execute import Stage
 from fuzz.oracle import Symptom
 from fuzz.pipeline import Pipeline, PipelineError, pipeline_from_json, pipeline_to_json
+from fuzz.results import Stage
 from fuzz.storage import file_name, write_atomic
 
 __all__ = [

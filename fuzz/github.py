@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fuzz.errors import BnfuzzError
-from fuzz.report import Issue
+from fuzz.issue import Issue
 
 __all__ = ["Filing", "GitHub", "GitHubError", "Planned", "file_issues", "marker"]
 

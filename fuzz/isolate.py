@@ -32,10 +32,10 @@ from typing import Any
 from fuzz.case import Case
 from fuzz.check import Checked, check
 from fuzz.errors import BnfuzzError
-from fuzz.execute import Execution, Failure, Stage
 from fuzz.oracle import Finding, Symptom, Verdict
 from fuzz.pipeline import Pipeline
 from fuzz.reference import reference
+from fuzz.results import Execution, Failure, Stage
 
 __all__ = ["IsolatedChecker", "WorkerError"]
 

@@ -26,9 +26,10 @@ from fuzz.case import (
     Case,
 )
 from fuzz.check import check
-from fuzz.execute import Outputs, Runner
+from fuzz.execute import Runner
 from fuzz.passes import PassFactory
 from fuzz.pipeline import Pipeline
+from fuzz.results import Outputs
 from fuzz.signature import Signature
 from fuzz.simplifications import simplifications
 

@@ -44,8 +44,8 @@ import numpy as np
 
 from fuzz.case import Case
 from fuzz.decline import Decline, block_reasons
-from fuzz.execute import Execution, Failure, Outputs, Stage
 from fuzz.reference import Expected, Reference
+from fuzz.results import Execution, Failure, Outputs, Stage
 
 __all__ = [
     "Finding",

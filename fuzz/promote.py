@@ -17,11 +17,12 @@ import hypothesis
 
 from fuzz.check import Checked
 from fuzz.compat import tvm_version
-from fuzz.corpus import Entry, EntryError, check_entry, dumps_entry, load_entry
+from fuzz.corpus import Entry, EntryError, dumps_entry, load_entry
 from fuzz.findings import FindingFileError, FindingRecord, read_finding, smaller_wins
 from fuzz.minimize import simplify
 from fuzz.oracle import Symptom
 from fuzz.passes import resolve_pass
+from fuzz.replay import check_entry
 from fuzz.storage import file_name, write_atomic
 
 __all__ = ["promote", "read_as_entry", "read_finding_or_entry"]

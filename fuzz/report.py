@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +22,16 @@ from fuzz.causes import cause_of, root_cause
 from fuzz.check import Checked, check
 from fuzz.corpus import Entry
 from fuzz.decline import block_reasons
-from fuzz.execute import Outputs
+from fuzz.issue import Issue
 from fuzz.minimize import minimality
 from fuzz.oracle import Symptom, describe
 from fuzz.passes import resolve_pass
 from fuzz.pipeline import FOLD
+from fuzz.results import Outputs
 from fuzz.script import pipeline_text, render_group_script, render_script
 from fuzz.wording import wording
 
-__all__ = ["Issue", "issue_of", "issues", "render_issue", "render_script"]
+__all__ = ["issue_of", "issues", "render_issue", "render_script"]
 
 # ---------------------------------------------------------------------------
 # issue text
@@ -138,26 +138,6 @@ def _cause_section(entry: Entry) -> list[str]:
     if cause is None:
         return []
     return ["### Where it goes wrong", "", *_upstream_line(cause.snippet), cause.text, ""]
-
-
-@dataclass(frozen=True)
-class Issue:
-    """One issue to file: a root cause (``key``) and the entries that show it."""
-
-    key: str
-    title: str
-    body: str
-    signatures: tuple[str, ...]
-    #: the pass the entries were found against
-    pass_name: str = "upstream"
-    #: whether the bug needs that pass (False: a pipeline of TVM's other passes alone shows it)
-    needs_pass: bool = True
-    #: False for expected behaviour (a stated decline): rendered, never filed
-    bug: bool = True
-
-    @property
-    def text(self) -> str:
-        return f"# {self.title}\n\n{self.body}"
 
 
 def render_issue(entry: Entry, checked: Checked | None = None) -> str:

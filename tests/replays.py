@@ -17,8 +17,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from fuzz.corpus import Entry, Replay, load_entry, replay
-from fuzz.execute import Outputs
+from fuzz.corpus import Entry, load_entry
+from fuzz.replay import Replay, replay
+from fuzz.results import Outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "corpus"

@@ -28,7 +28,8 @@ from fuzz.case import (
     np_dtype,
 )
 from fuzz.compat import Constant, constant_value, structural_equal, type_of, var_name
-from fuzz.execute import Outputs, compile_and_run, count_batch_norms
+from fuzz.execute import compile_and_run, count_batch_norms
+from fuzz.results import Outputs
 
 
 def calls(mod: Any, op_name: str) -> list[Any]:

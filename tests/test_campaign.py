@@ -18,10 +18,10 @@ from fuzz.campaign_result import Progress
 from fuzz.case import Case, Topology
 from fuzz.check import Checked, check
 from fuzz.compile_cache import CompileCache
-from fuzz.execute import Stage
 from fuzz.oracle import Finding, Symptom, Verdict
 from fuzz.passes import resolve_pass
 from fuzz.pipeline import Pipeline
+from fuzz.results import Stage
 
 SMALL = {"c_in": 1, "c_out": 1, "height": 1, "width": 1, "kh": 1, "kw": 1}
 SCALE_OFF = make_case(**SMALL, scale=False, values={"gamma": 2.0})

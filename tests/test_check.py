@@ -18,10 +18,10 @@ import strategies
 from fuzz.case import Case
 from fuzz.check import check
 from fuzz.compile_cache import CompileCache
-from fuzz.execute import Outputs
 from fuzz.mutants import MUTANTS
 from fuzz.mutants import load as load_mutant
 from fuzz.passes import PassFactory, resolve_pass
+from fuzz.results import Outputs
 
 RUNNER = CompileCache(capacity=1024).run
 FIXED = resolve_pass("fixed")

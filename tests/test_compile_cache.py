@@ -23,8 +23,9 @@ from fuzz.build import (
 from fuzz.case import Case, Epilogue, Form, Importer, Tensor, Topology
 from fuzz.compat import structural_equal
 from fuzz.compile_cache import CompileCache
-from fuzz.execute import Execution, Failure, Outputs, Stage, execute
+from fuzz.execute import execute
 from fuzz.passes import resolve_pass
+from fuzz.results import Execution, Failure, Outputs, Stage
 
 ONE = {"c_in": 2, "c_out": 2, "height": 2, "width": 2, "kh": 1, "kw": 1}
 EXTREME = [

@@ -21,16 +21,9 @@ import fuzz.execute
 from fuzz.build import build_module, runtime_inputs
 from fuzz.case import Topology
 from fuzz.compat import to_device, type_of
-from fuzz.execute import (
-    Execution,
-    Failure,
-    Outputs,
-    Stage,
-    compile_and_run,
-    count_batch_norms,
-    execute,
-)
+from fuzz.execute import compile_and_run, count_batch_norms, execute
 from fuzz.passes import identity, resolve_pass
+from fuzz.results import Execution, Failure, Outputs, Stage
 
 UPSTREAM = resolve_pass("upstream")
 

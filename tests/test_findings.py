@@ -11,7 +11,6 @@ from cases import make_case
 
 from fuzz.cli import main
 from fuzz.corpus import load_entry
-from fuzz.execute import Stage
 from fuzz.findings import (
     FINDING_SCHEMA,
     FindingFileError,
@@ -23,6 +22,7 @@ from fuzz.findings import (
 from fuzz.oracle import Symptom
 from fuzz.pipeline import FOLD, Pipeline
 from fuzz.promote import read_as_entry, read_finding_or_entry
+from fuzz.results import Stage
 from fuzz.script import render_script
 from fuzz.storage import file_name
 

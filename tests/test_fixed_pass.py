@@ -23,10 +23,11 @@ from fuzz.build import build_module, runtime_inputs
 from fuzz.case import Case, Epilogue, Form, Importer, Topology
 from fuzz.check import check
 from fuzz.compat import assert_well_formed, constant_value, structural_equal
-from fuzz.execute import Outputs, compile_and_run, count_batch_norms
+from fuzz.execute import compile_and_run, count_batch_norms
 from fuzz.fold_batchnorm import FoldBatchnormToConv2D
 from fuzz.passes import resolve_pass
 from fuzz.reference import reference
+from fuzz.results import Outputs
 
 FIXED = resolve_pass("fixed")
 UPSTREAM = resolve_pass("upstream")

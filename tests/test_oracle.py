@@ -16,9 +16,10 @@ from cases import PUBLIC_NAN_REPORT, make_case
 
 from fuzz.case import Case, Topology
 from fuzz.decline import Reason, block_reasons
-from fuzz.execute import COUNTED_OPS, Execution, Failure, Outputs, Stage
+from fuzz.execute import COUNTED_OPS
 from fuzz.oracle import Symptom, judge, must_not_fold_reasons, within_bound
 from fuzz.reference import reference
+from fuzz.results import Execution, Failure, Outputs, Stage
 
 
 def outputs_of(arrays: list[np.ndarray[Any, Any]], dtype: str = "float32") -> Outputs:

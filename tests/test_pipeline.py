@@ -20,7 +20,6 @@ from fuzz.check import check
 from fuzz.cli import main
 from fuzz.compile_cache import CompileCache
 from fuzz.corpus import load_entry
-from fuzz.execute import Stage
 from fuzz.oracle import Finding, Symptom
 from fuzz.passes import resolve_pass
 from fuzz.pipeline import (
@@ -33,6 +32,7 @@ from fuzz.pipeline import (
     pipeline_to_json,
 )
 from fuzz.report import render_issue, render_script
+from fuzz.results import Stage
 from fuzz.signature import Signature
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,8 +17,8 @@ from replays import ENTRIES, PIPELINE_ENTRIES, ROOT, Replays, ids
 
 from fuzz.cli import main
 from fuzz.corpus import load_entry
-from fuzz.execute import Outputs
 from fuzz.report import UPSTREAM_MODULE, _difference, issue_of, render_issue, render_script
+from fuzz.results import Outputs
 
 pytestmark = pytest.mark.xdist_group("corpus")
 ALL_ENTRIES = sorted((ROOT / "corpus").rglob("*.json"))
