@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def stage_rows() -> dict[str, int]:
-    """Module name -> row of the stage table (``strategies`` for the whole package)."""
+    """Module name -> row of the stage table (``strategies`` for the whole package, and a
+    subpackage of ``fuzz`` given as a folder, ``fuzz/cli/``, for the whole subpackage)."""
     text = (ROOT / "docs" / "design.md").read_text()
     table = text[text.index("| stage | module | what it does |") :].split("\n\n", 1)[0]
     rows: dict[str, int] = {}
@@ -23,7 +24,9 @@ def stage_rows() -> dict[str, int]:
         cell = line.split("|")[2]
         for path in re.findall(r"`([^`]+)`", cell):
             name = (
-                "strategies" if path.startswith("strategies") else path.removesuffix(".py").replace("/", ".")
+                "strategies"
+                if path.startswith("strategies")
+                else path.removesuffix(".py").removesuffix("/").replace("/", ".")
             )
             rows[name] = i
     return rows
@@ -54,6 +57,8 @@ def modules() -> dict[str, list[Path]]:
     for path in sorted((ROOT / "fuzz").glob("*.py")):
         if path.stem != "__init__":
             out[f"fuzz.{path.stem}"] = [path]
+    for package in sorted(p.parent for p in (ROOT / "fuzz").glob("*/__init__.py")):
+        out[f"fuzz.{package.name}"] = sorted(package.glob("*.py"))
     return out
 
 

@@ -17,6 +17,7 @@ MODULES = sorted(
     info.name
     for package in (fuzz, strategies)
     for info in pkgutil.walk_packages(package.__path__, prefix=package.__name__ + ".")
+    if not info.name.endswith(".__main__")  # an entry point: importing it runs the program
 )
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.arguments import parser
+from fuzz.cli import build_parser
 from fuzz.run import Part, RunConfig, summarise
 
 
 def parsed(argv: list[str]) -> RunConfig:
-    return RunConfig.from_namespace(parser().parse_args(argv))
+    return RunConfig.from_namespace(build_parser().parse_args(argv))
 
 
 def non_default(config: RunConfig, field: dataclasses.Field[object]) -> object:

@@ -15,7 +15,8 @@ import pytest
 from cases import make_case
 
 from fuzz.case_json import case_to_json
-from fuzz.cli import SUPPORTED_TVM, main
+from fuzz.cli import main
+from fuzz.cli.common import SUPPORTED_TVM
 from fuzz.corpus import ENTRY_SCHEMA, EntryError, load_entry
 
 ROOT = Path(__file__).resolve().parents[2]
