@@ -1,59 +1,52 @@
 """Fold inference-mode batch_norm into the conv2d before it, soundly.
 
-This file imports only ``tvm`` and ``numpy``. Use it as ``FoldBatchnormToConv2D`` has
-always been used::
+Called as before, ``FoldBatchnormToConv2D()(mod)``; it imports only ``tvm`` and ``numpy``.
+It rewrites ``TupleGetItem(batch_norm(conv2d(x, W) [+ b], gamma, beta, mean, var), 0)`` into
+``conv2d(x, W * s_w) [* r] + bias`` where ``s = gamma / sqrt(var + eps)`` per output channel,
+``s = s_w * r`` and ``bias = beta - (mean - b) * s``. All folded constants are computed at
+compile time in float64, checked for range, then rounded once into their dtype. The batch_norm
+is gone either way; ``r`` is a per-channel multiply that ``FuseOps`` fuses into the conv's
+epilogue, emitted only when some channel needs it.
 
-    mod = FoldBatchnormToConv2D()(mod)
-
-It rewrites ``TupleGetItem(batch_norm(conv2d(x, W) [+ b], gamma, beta, mean, var), 0)``
-into ``conv2d(x, W * s_w) [* r] + bias`` where ``s = gamma / sqrt(var + eps)`` per
-output channel, ``s = s_w * r`` and ``bias = beta - (mean - b) * s``. All folded
-constants are computed at compile time in float64, checked for range, then rounded once
-into their dtype. The batch_norm is gone either way; ``r`` is a per-channel multiply
-that ``FuseOps`` fuses into the conv's epilogue, emitted only when some channel needs it.
-
-It sees through the shapes importers write: the batch_norm tuple bound and its
-statistics projected but never used (``lv[1]``, ``lv[2]``, as TVM's ONNX frontend
-leaves them), a conv bias as a separate ``add`` of a per-channel constant (or of a
-``reshape`` of one), weights and operands given as ``permute_dims`` or ``reshape`` of a
-constant (as ``ConvertLayout`` leaves them), dataflow blocks or plain binding blocks,
-and every Relax function of the module. Bindings the fold leaves unused (the conv, the
-bias add, the projections, a weight's ``permute_dims``) are removed; nothing else is.
+It sees through what importers write: unused statistics projections (``lv[1]``, ``lv[2]``), a
+conv bias as an ``add`` of a (reshaped) per-channel constant, operands as ``permute_dims`` or
+``reshape`` of a constant (as ``ConvertLayout`` leaves them), plain binding blocks, and every
+Relax function. Bindings the fold leaves unused are removed; nothing else is.
 
 What it folds, and what it leaves alone (unchanged, never wrong):
 
 - inference only: ``training=True`` is never folded;
-- the batch_norm axis (negative axes normalised) must be the conv output's channel
-  axis for its ``out_layout``; data layouts NCHW and NHWC (any 4-D layout with one
-  ``C``), kernel layouts OIHW, HWIO, OHWI and IOHW (any permutation of ``OIHW``),
-  groups including depthwise (the scale always runs along the kernel's ``O`` axis);
+- the batch_norm axis (negative axes normalised) must be the conv output's channel axis for
+  its ``out_layout``; data layouts NCHW and NHWC (any 4-D layout with one ``C``), kernel
+  layouts OIHW, HWIO, OHWI and IOHW (any permutation of ``OIHW``), groups including depthwise
+  (the scale always runs along the kernel's ``O`` axis);
 - ``scale=False`` ignores gamma, ``center=False`` ignores beta;
-- epsilon is rounded as TVM's batch_norm rounds it (float32 unless the data is
-  float64); float16, bfloat16, float32 and float64, and a conv ``out_dtype`` that
-  differs from the weight dtype;
-- only constant weight, bias, gamma, beta, mean and var; only a conv whose output
-  has no other consumer (the conv is never duplicated); only a batch_norm whose
-  outputs 1 and 2 (the statistics) are unused.
+- epsilon is rounded as TVM's batch_norm rounds it (float32 unless the data is float64);
+  float16, bfloat16, float32 and float64, and a conv ``out_dtype`` that differs from the
+  weight dtype;
+- only constant weight, bias, gamma, beta, mean and var; only a conv whose output has no other
+  consumer (the conv is never duplicated); only a batch_norm whose outputs 1 and 2 (the
+  statistics) are unused.
 
-Key idea: where the unfolded program is finite the folded one must be too. Folding a
-channel scale ``|s| > 1`` into the weights is unsafe: ``|W * x|`` just under
-``max / |s|`` is finite before and overflows after. So each channel's scale is split:
+Key idea: where the unfolded program is finite the folded one must be too. Folding a channel
+scale ``|s| > 1`` into the weights is unsafe: ``|W * x|`` just under ``max / |s|`` is finite
+before and overflows after. So each channel's scale is split:
 
-- ``s_w = s, r = 1`` when ``|s| <= 1``, no nonzero folded weight of the channel falls
-  below the weight dtype's smallest normal number, and the weights are stored in the
-  conv's output dtype (so the rounding of ``W * s`` is one rounding of that dtype);
-- otherwise ``s_w = 2**k`` with ``k <= 0`` as small as keeps every nonzero weight of
-  the channel normal but no smaller than ``|s|`` allows (``2**k <= |s|``), and
-  ``r = s / 2**k``: scaling by a power of two is exact, so the weights carry no new
-  rounding at all, and ``|s_w| <= 1`` means the conv's partial sums cannot grow.
+- ``s_w = s, r = 1`` when ``|s| <= 1``, no nonzero folded weight of the channel falls below
+  the weight dtype's smallest normal number, and the weights are stored in the conv's output
+  dtype (so the rounding of ``W * s`` is one rounding of that dtype);
+- otherwise ``s_w = 2**k`` with ``k <= 0`` as small as keeps every nonzero weight of the
+  channel normal but no smaller than ``|s|`` allows (``2**k <= |s|``), and ``r = s / 2**k``:
+  scaling by a power of two is exact, so the weights carry no new rounding at all, and ``|s_w|
+  <= 1`` means the conv's partial sums cannot grow.
 
-The bias must satisfy ``|bias| <= max / 4`` of the output dtype (then ``s * conv``
-stays in range wherever the unfolded result does), ``r`` and ``bias`` must be finite
-in that dtype, and ``var + eps`` must be positive; otherwise the pattern is left alone.
+The bias must satisfy ``|bias| <= max / 4`` of the output dtype (then ``s * conv`` stays in
+range wherever the unfolded result does), ``r`` and ``bias`` must be finite in that dtype, and
+``var + eps`` must be positive; otherwise the pattern is left alone.
 
-``FoldBatchnormToConv2D(assume_bounded_activations=True)`` is the opt-in for callers
-who can bound their activations: it folds the whole scale into the weights
-(``r = 1``) whenever the folded weights are finite, as upstream does.
+``FoldBatchnormToConv2D(assume_bounded_activations=True)`` is the opt-in for callers who can
+bound their activations: it folds the whole scale into the weights (``r = 1``) whenever the
+folded weights are finite, as upstream does.
 """
 
 from __future__ import annotations

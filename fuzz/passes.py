@@ -181,7 +181,7 @@ def resolve_pass(name: str, *, complete_fold: bool | None = None) -> ResolvedPas
     try:
         module = _import(module_name)
     except ImportError as exc:
-        where = (
+        where = (  # the top-level package of the module name the user gave
             f" Python looked on its path and in the current directory ({os.getcwd()}): run bnfuzz "
             f"from the folder that holds {module_name.split('.')[0]!r}, or add that folder to PYTHONPATH."
             if isinstance(exc, ModuleNotFoundError)

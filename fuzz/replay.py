@@ -2,20 +2,26 @@
 
 :func:`check_entry` checks a case on a named pass, in a worker process where the entry's
 bug kills or hangs the process; :func:`replay` says whether the pass did what the entry
-expects of it (:class:`Replay`).
+expects of it (:class:`Replay`); :func:`run_script` runs the entry's reproducer script in a
+fresh interpreter.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 from fuzz.case import Case
 from fuzz.check import Checked, check
 from fuzz.corpus import Entry
 from fuzz.passes import resolve_pass
 from fuzz.pipeline import Pipeline
+from fuzz.script import render_script
 
-__all__ = ["ISOLATED_TIMEOUT", "Replay", "check_entry", "replay"]
+__all__ = ["ISOLATED_TIMEOUT", "Replay", "check_entry", "replay", "run_script"]
 
 #: Seconds a worker may take on one entry before it counts as a hang.
 ISOLATED_TIMEOUT = 120.0
@@ -50,3 +56,18 @@ def replay(entry: Entry, pass_name: str) -> Replay:
     checked = check_entry(entry.case, pass_name, entry.pipeline, entry.isolated)
     status = "passes" if checked.verdict.primary is None else "fails"
     return Replay(pass_name, entry.expect.get(pass_name), status, checked)
+
+
+def run_script(entry: Entry) -> int:
+    """Run an entry's reproducer in a fresh interpreter (from this directory, so a script for
+    ``fixed`` finds ``fuzz``); its exit code, negative for a signal."""
+    with tempfile.TemporaryDirectory(prefix="bnfuzz-repro-") as tmp:
+        script = Path(tmp) / "repro.py"
+        script.write_text(render_script(entry))
+        try:
+            done = subprocess.run(
+                [sys.executable, str(script)], capture_output=True, timeout=900, cwd=Path.cwd()
+            )
+        except subprocess.TimeoutExpired:
+            return 124
+    return done.returncode

@@ -20,10 +20,6 @@ binding, so what it runs is what the fuzzer ran.
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,7 +34,7 @@ from fuzz.program import MAIN, Binding, Function, named_tensors, parameter_names
 from fuzz.reference import reference
 from fuzz.wording import wording
 
-__all__ = ["PASS_EXPRESSIONS", "pipeline_text", "render_group_script", "render_script", "run_script"]
+__all__ = ["PASS_EXPRESSIONS", "pipeline_text", "render_group_script", "render_script"]
 
 #: The pass each builtin name stands for, as the script spells it (``fixed`` needs this
 #: repository on ``sys.path``).
@@ -439,18 +435,3 @@ def _reason_to_leave(case: Case) -> str:
     if block.conv is not None and not case.channel_axes()[0]:
         return f"batch_norm axis={block.bn.axis} is not the conv output's channel axis"
     return "see the signature"
-
-
-def run_script(entry: Entry) -> int:
-    """Run an entry's reproducer in a fresh interpreter (from this directory, so a script for
-    ``fixed`` finds ``fuzz``); its exit code, negative for a signal."""
-    with tempfile.TemporaryDirectory(prefix="bnfuzz-repro-") as tmp:
-        script = Path(tmp) / "repro.py"
-        script.write_text(render_script(entry))
-        try:
-            done = subprocess.run(
-                [sys.executable, str(script)], capture_output=True, timeout=900, cwd=Path.cwd()
-            )
-        except subprocess.TimeoutExpired:
-            return 124
-    return done.returncode

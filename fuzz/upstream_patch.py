@@ -179,7 +179,7 @@ def tvmscript(mod: Any, name: str) -> str:
     values = [constant_value(c) for c in _constants(mod)]
     text = mod.script()
     body = text[text.index("@I.ir_module") :]
-    body = body.split("\n# Metadata omitted", 1)[0].rstrip() + "\n"
+    body = body.split("\n# Metadata omitted", 1)[0].rstrip() + "\n"  # the printer's footer
     body = body.replace("class Module:", f"class {name}:", 1)
     body = _METADATA.sub(lambda m: _constant(values[int(m.group(1))]), body)
     import ml_dtypes
@@ -204,7 +204,7 @@ def _test_name(entry: Entry, shared: set[str], taken: set[str]) -> str:
         if key in shared:
             attrs = classify(entry.case)
             base += "".join(f"_{k}_{v}" for k, v in attrs.items() if ATTRIBUTE_DEFAULTS[k] != v)
-    name = re.sub(r"[^a-z0-9_]", "_", base.lower())
+    name = re.sub(r"[^a-z0-9_]", "_", base.lower())  # a Python identifier
     while name in taken:
         name += "_"
     taken.add(name)
@@ -290,7 +290,7 @@ def patched_test_source(cases: Sequence[GeneratedTest] | None = None) -> str:
     if "import ml_dtypes" not in source:
         source = source.replace("import numpy as np\n", "import ml_dtypes\nimport numpy as np\n", 1)
     tests = "\n\n".join(_test_function(c) for c in (generated_tests() if cases is None else cases))
-    head, tail = source.split(_MAIN, 1)
+    head, tail = source.split(_MAIN, 1)  # TVM's test file: tests go before its __main__ block
     return head.rstrip("\n") + "\n\n\n" + tests + "\n\n" + _MAIN + tail
 
 

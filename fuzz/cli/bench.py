@@ -115,7 +115,7 @@ def add_parsers(sub: Any) -> None:
 def _time_to_find(args: argparse.Namespace) -> int:
     from fuzz.time_to_find import failed, run_time_to_find, targets
 
-    only = [w for w in args.only.split(",") if w]
+    only = [w for w in args.only.split(",") if w]  # user input: --only A,B
     try:
         targets(only)
     except ValueError as exc:

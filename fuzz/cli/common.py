@@ -93,7 +93,7 @@ def comma_names(given: str | None, option: str, kind: str, known: list[str]) -> 
     """A comma-separated option's names, each checked against ``known`` (all if not given)."""
     if given is None:
         return known
-    names = [name.strip() for name in given.split(",") if name.strip()]
+    names = [name.strip() for name in given.split(",") if name.strip()]  # user input: A,B
     if not names:
         raise UsageError(f"{option} {given!r}: expected a comma-separated list of {', '.join(known)}")
     for name in names:

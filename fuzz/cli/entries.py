@@ -121,7 +121,7 @@ def _promote(args: argparse.Namespace) -> int:
     from fuzz.corpus import EntryError
     from fuzz.promote import promote
 
-    passes = tuple(p for p in args.passes.split(",") if p)
+    passes = tuple(p for p in args.passes.split(",") if p)  # user input: --passes A,B
     for name in passes:
         resolve(name)
     check_out_dir(args.corpus, "--corpus")
@@ -137,8 +137,7 @@ def _promote(args: argparse.Namespace) -> int:
 def _replay(args: argparse.Namespace) -> int:
     from fuzz.corpus import EntryError
     from fuzz.promote import read_as_entry
-    from fuzz.replay import replay
-    from fuzz.script import run_script
+    from fuzz.replay import replay, run_script
 
     if args.pass_name is not None:
         resolve(args.pass_name)
@@ -209,7 +208,7 @@ def _declines(args: argparse.Namespace) -> int:
     from fuzz.declines import DeclineNotFound, decline_entry
     from fuzz.storage import file_name, write_atomic
 
-    passes = tuple(p for p in args.passes.split(",") if p)
+    passes = tuple(p for p in args.passes.split(",") if p)  # user input: --passes A,B
     for name in (args.pass_name, *passes):
         resolve(name)
     check_out_dir(args.corpus, "--corpus")
