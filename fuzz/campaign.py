@@ -228,7 +228,7 @@ class _Campaign:
         that bug. One check per known bug instead of a shrink; a bug that needs the
         attribute stays new."""
         for hit in self.result.hits:
-            if hit.signature.key != (key[0].value, key[1]):
+            if hit.signature.key != key:
                 continue
             keep = {name for name, _ in hit.signature.essentials}
             simpler = with_defaults_except(checked.case, keep)

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from fuzz.attributes import ATTRIBUTE_DEFAULTS, classify
 from fuzz.case import Case
-from fuzz.oracle import Finding
+from fuzz.oracle import Finding, Symptom
 from fuzz.pipeline import DEFAULT_PIPELINE, Pipeline
 
 __all__ = ["Signature"]
@@ -34,7 +34,7 @@ __all__ = ["Signature"]
 
 @dataclass(frozen=True)
 class Signature:
-    symptom: str
+    symptom: Symptom
     error_type: str
     #: the case's attributes that differ from the defaults
     essentials: tuple[tuple[str, str], ...]
@@ -46,14 +46,14 @@ class Signature:
         attrs = classify(case)
         essentials = tuple((k, v) for k, v in attrs.items() if ATTRIBUTE_DEFAULTS[k] != v)
         shrunk = None if pipeline is None or pipeline == DEFAULT_PIPELINE else pipeline
-        return cls(finding.symptom.value, finding.error_type, essentials, shrunk)
+        return cls(finding.symptom, finding.error_type, essentials, shrunk)
 
     @property
-    def key(self) -> tuple[str, str]:
+    def key(self) -> tuple[Symptom, str]:
         return (self.symptom, self.error_type)
 
     def covers(self, finding: Finding, case: Case, pipeline: Pipeline | None = None) -> bool:
-        if (finding.symptom.value, finding.error_type) != self.key:
+        if (finding.symptom, finding.error_type) != self.key:
             return False
         attrs = classify(case)
         if not self.essentials and self.pipeline is None:
@@ -64,7 +64,7 @@ class Signature:
         return all(attrs[k] == v for k, v in self.essentials)
 
     def __str__(self) -> str:
-        head = self.symptom + (f":{self.error_type}" if self.error_type else "")
+        head = self.symptom.value + (f":{self.error_type}" if self.error_type else "")
         shown = self.essentials + ((("pipeline", self.pipeline.label),) if self.pipeline else ())
         if shown:
             head += "[" + ",".join(f"{k}={v}" for k, v in shown) + "]"

@@ -31,6 +31,7 @@ from fuzz.case import Case
 from fuzz.case_json import case_to_json
 from fuzz.compile_cache import CompileCache
 from fuzz.mutants import MUTANTS
+from fuzz.oracle import Symptom
 from fuzz.passes import MUTANT_PREFIX, PassFactory, resolve_pass
 from fuzz.signature import Signature
 
@@ -50,7 +51,7 @@ def _has(signature: Signature, key: str, value: str) -> bool:
     return (key, value) in signature.essentials
 
 
-_WRONG_NUMBERS = ("out-of-tolerance", "finite-to-nonfinite")
+_WRONG_NUMBERS = (Symptom.OUT_OF_TOLERANCE, Symptom.FINITE_TO_NONFINITE)
 
 #: The eight defect classes of upstream's pass, each recognised by a shrunk signature
 #: (a flag that stays in a shrunk signature is what the bug needs, whatever the symptom:
@@ -62,10 +63,13 @@ UPSTREAM_CLASSES: Mapping[str, Callable[[Signature], bool]] = {
     "training": lambda s: _has(s, "training", "True"),
     "layout": lambda s: _has(s, "data_layout", "NHWC"),
     "dtype": lambda s: (
-        s.key == ("pass-exception", "TypeError") and any(k in ("dtype", "out_dtype") for k, _ in s.essentials)
+        s.key == (Symptom.PASS_EXCEPTION, "TypeError")
+        and any(k in ("dtype", "out_dtype") for k, _ in s.essentials)
     ),
-    "iohw": lambda s: s.key == ("pass-exception", "AttributeError") and _has(s, "kernel_layout", "IOHW"),
-    "overflow": lambda s: s.symptom == "finite-to-nonfinite",
+    "iohw": lambda s: (
+        s.key == (Symptom.PASS_EXCEPTION, "AttributeError") and _has(s, "kernel_layout", "IOHW")
+    ),
+    "overflow": lambda s: s.symptom is Symptom.FINITE_TO_NONFINITE,
 }
 
 

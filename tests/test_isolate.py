@@ -67,7 +67,7 @@ def test_a_campaign_survives_a_segfaulting_pass_and_keeps_every_finding() -> Non
             resolve_pass("upstream"), max_examples=30, shrink_seconds=0, cases=cases, checker=isolated
         )
     found = {str(hit.signature) for hit in result.hits}
-    crashes = [hit.signature for hit in result.hits if hit.signature.key == ("crash", "SIGSEGV")]
+    crashes = [hit.signature for hit in result.hits if hit.signature.key == (Symptom.CRASH, "SIGSEGV")]
     assert crashes and all(("training", "True") in s.essentials for s in crashes), found
     assert any(s.startswith("pass-exception:AttributeError[") and "kernel_layout=IOHW" in s for s in found)
 
