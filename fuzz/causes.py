@@ -89,7 +89,7 @@ def cause_of(entry: Entry) -> Cause | None:
     case, essentials = entry.case, dict(classify(entry.case))
     block = case.blocks[0]
     conv = block.conv
-    symptom, error_type = entry.kind, entry.error_type
+    symptom, error_type = entry.symptom, entry.error_type
     if entry.pass_name != "upstream" or conv is None or entry.pipeline not in (None, DEFAULT_PIPELINE):
         return None
     if symptom is Symptom.PASS_EXCEPTION and error_type == "TypeError" and block.var.dtype != "float32":

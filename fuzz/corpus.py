@@ -62,7 +62,9 @@ class Entry:
 
     case: Case
     pass_name: str
-    symptom: str
+    #: the oracle's symptom; None for an entry that shows no bug (a stated decline, written
+    #: as ``"declined"``)
+    symptom: Symptom | None
     stage: Stage
     signature: str
     message: str
@@ -80,23 +82,20 @@ class Entry:
     pipeline: Pipeline | None = None
 
     @property
-    def kind(self) -> Symptom | None:
-        """The symptom as the oracle's enum; None for an entry that shows no bug (a decline)."""
-        try:
-            return Symptom(self.symptom)
-        except ValueError:
-            return None
-
-    @property
     def declined(self) -> bool:
         """Whether this entry shows expected behaviour (a stated decline), not a bug."""
-        return self.symptom == DECLINED
+        return self.symptom is None
+
+    @property
+    def symptom_name(self) -> str:
+        """The symptom as written in the file: its value, or ``"declined"``."""
+        return DECLINED if self.symptom is None else self.symptom.value
 
     @property
     def isolated(self) -> bool:
         """Whether checking this entry kills or hangs the process: then it is checked in a
         worker (:mod:`fuzz.isolate`)."""
-        return self.kind in (Symptom.CRASH, Symptom.TIMEOUT)
+        return self.symptom in (Symptom.CRASH, Symptom.TIMEOUT)
 
 
 def _to_json(entry: Entry) -> dict[str, Any]:
@@ -105,7 +104,7 @@ def _to_json(entry: Entry) -> dict[str, Any]:
         "schema": ENTRY_SCHEMA,
         "case": case_to_json(entry.case),
         "pass": entry.pass_name,
-        "symptom": entry.symptom,
+        "symptom": entry.symptom_name,
         "stage": entry.stage.value,
         "signature": entry.signature,
         "message": entry.message,
@@ -160,7 +159,7 @@ def load_entry(path: Path | str) -> Entry:
     return Entry(
         case=case,
         pass_name=_field(obj, "pass", str, path),
-        symptom=_field(obj, "symptom", str, path),
+        symptom=_symptom(_field(obj, "symptom", str, path), path),
         stage=_stage(_field(obj, "stage", str, path), path),
         signature=_field(obj, "signature", str, path),
         message=_field(obj, "message", str, path),
@@ -171,6 +170,16 @@ def load_entry(path: Path | str) -> Entry:
         provenance=_field(obj, "provenance", dict, path),
         pipeline=_pipeline(obj.get("pipeline"), path),
     )
+
+
+def _symptom(value: str, path: Path) -> Symptom | None:
+    if value == DECLINED:
+        return None
+    try:
+        return Symptom(value)
+    except ValueError:
+        names = ", ".join([*(s.value for s in Symptom), DECLINED])
+        raise EntryError(path, "symptom", f"{value!r} is not one of {names}") from None
 
 
 def _stage(value: str, path: Path) -> Stage:

@@ -37,7 +37,6 @@ from fuzz.results import Stage
 
 __all__ = ["DECLINED", "DeclineNotFound", "decline_entry", "find_decline"]
 
-#: The symptom of a decline entry: the pass kept a batch_norm, for a stated reason.
 #: Examples :func:`find_decline` may try before it gives up on a reason.
 MAX_EXAMPLES = 5000
 
@@ -103,7 +102,7 @@ def decline_entry(
     return Entry(
         case=case,
         pass_name=pass_name,
-        symptom=DECLINED,
+        symptom=None,
         stage=Stage.PASS,
         signature=f"{DECLINED}[reason={reason.name.lower()}]",
         message=f"{pass_name} keeps the batch_norm: " + "; ".join(map(str, stated)),

@@ -46,9 +46,11 @@ def read_finding_or_entry(path: Path) -> FindingRecord:
         return read_finding(path)
     except FindingFileError as not_a_finding:
         entry = _entry_or_why_not(path, not_a_finding)
+    if entry.symptom is None:
+        raise EntryError(path, "symptom", "a decline entry shows expected behaviour, no finding to promote")
     return FindingRecord(
         signature=entry.signature,
-        symptom=Symptom(entry.symptom),
+        symptom=entry.symptom,
         stage=entry.stage,
         message=entry.message,
         case=entry.case,
@@ -74,7 +76,7 @@ def read_as_entry(path: Path) -> Entry:
     return Entry(
         case=record.case,
         pass_name=record.pass_name,
-        symptom=record.symptom.value,
+        symptom=record.symptom,
         stage=record.stage,
         signature=record.signature,
         message=record.message,
@@ -135,7 +137,7 @@ def promote(
     entry = Entry(
         case=case,
         pass_name=record.pass_name,
-        symptom=record.symptom.value,
+        symptom=record.symptom,
         stage=found.stage if found else record.stage,
         signature=signature,
         message=found.message if found else record.message,

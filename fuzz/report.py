@@ -175,9 +175,10 @@ def issue_of(entries: Sequence[Entry], checked: Mapping[str, Checked | None] | N
     group = sorted(entries, key=_variant_order)
     first = group[0]
     replays = checked or {}
-    words = wording(first.kind, first.symptom)
+    words = wording(first.symptom, first.symptom_name)
     expected = words.expected
-    if first.pipeline is not None and first.kind in (Symptom.OUT_OF_TOLERANCE, Symptom.FINITE_TO_NONFINITE):
+    wrong_numbers = (Symptom.OUT_OF_TOLERANCE, Symptom.FINITE_TO_NONFINITE)
+    if first.pipeline is not None and first.symptom in wrong_numbers:
         expected = "After the passes, outputs stay within rounding error of the module before them."
     tvm = first.provenance.get("tvm", "")
     subject = "FoldBatchnormToConv2D" if first.pipeline is None else f"`{pipeline_text(first)}`"

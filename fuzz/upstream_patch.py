@@ -199,7 +199,7 @@ def _test_name(entry: Entry, shared: set[str], taken: set[str]) -> str:
         base = "test_keeps_batch_norm_" + "_".join(reasons)
     else:
         cause = cause_of(entry)
-        key = cause.key if cause is not None else entry.symptom
+        key = cause.key if cause is not None else entry.symptom_name
         base = "test_" + key
         if key in shared:
             attrs = classify(entry.case)
@@ -217,7 +217,7 @@ def _doc(entry: Entry) -> str:
         return f"A correct fold keeps this batch_norm: {reasons}."
     cause = cause_of(entry)
     attrs = ", ".join(f"{k}={v}" for k, v in classify(entry.case).items() if ATTRIBUTE_DEFAULTS[k] != v)
-    what = cause.headline if cause is not None else f"showed {entry.symptom}"
+    what = cause.headline if cause is not None else f"showed {entry.symptom_name}"
     keep = f"; a correct fold keeps it: {reasons}" if reasons else ""
     return f"Before this fix the pass {what}" + (f" ({attrs})" if attrs else "") + keep + "."
 

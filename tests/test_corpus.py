@@ -17,6 +17,7 @@ from fuzz.decline import Reason, block_reasons
 from fuzz.declines import DECLINED
 from fuzz.minimize import found, minimality
 from fuzz.numerics import conv2d_nchw
+from fuzz.oracle import Symptom
 from fuzz.passes import resolve_pass
 from fuzz.reference import reference
 
@@ -42,10 +43,10 @@ def defect_class(entry: Entry) -> str:
         return "out-dtype"
     if attrs["dtype"] != "float32":
         return attrs["dtype"]
-    if entry.symptom == "finite-to-nonfinite":
+    if entry.symptom is Symptom.FINITE_TO_NONFINITE:
         return "overflow"
     # Default flags, layouts and dtypes, yet wrong numbers: folded constants that underflow.
-    return "underflow" if entry.symptom == "out-of-tolerance" else "other"
+    return "underflow" if entry.symptom is Symptom.OUT_OF_TOLERANCE else "other"
 
 
 def test_one_entry_per_upstream_defect_class() -> None:
@@ -99,7 +100,7 @@ def test_there_is_a_decline_entry_per_reason() -> None:
 @pytest.mark.parametrize("path", DECLINE_ENTRIES, ids=ids(DECLINE_ENTRIES))
 def test_decline_entry_replays_and_its_reason_is_stated(path: Path, corpus: Replays) -> None:
     entry = corpus.entry(path)
-    assert entry.symptom == DECLINED and entry.expect["fixed"] == "passes"
+    assert entry.declined and entry.expect["fixed"] == "passes"
     for name in entry.expect:
         result = corpus.replay(path, name)
         assert result.as_expected, f"{path.name} on {name}: {result.status}, expected {result.expected}"
@@ -133,7 +134,9 @@ def test_the_accumulation_entry_overflows_inside_the_conv_with_finite_folded_wei
     folded weight is finite, the unfolded result is finite, yet the products x * W * s the
     folded conv sums pass the float32 maximum."""
     entry = load_entry(CORPUS / "mutants" / "finite-to-nonfinite.json")
-    assert entry.symptom == "finite-to-nonfinite" and entry.expect["mutant:weights_guard_only"] == "fails"
+    assert (
+        entry.symptom is Symptom.FINITE_TO_NONFINITE and entry.expect["mutant:weights_guard_only"] == "fails"
+    )
     case = entry.case
     (block,) = case.blocks
     assert block.conv is not None and block.weight is not None and case.dtype == "float32"

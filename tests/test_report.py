@@ -17,6 +17,7 @@ from replays import ENTRIES, PIPELINE_ENTRIES, ROOT, Replays, ids
 
 from fuzz.cli import main
 from fuzz.corpus import load_entry
+from fuzz.oracle import Symptom
 from fuzz.report import UPSTREAM_MODULE, _difference, issue_of, render_issue, render_script
 from fuzz.results import Outputs
 
@@ -54,7 +55,7 @@ def test_pipeline_script_reproduces_the_bug_in_a_fresh_process(
 ) -> None:
     entry = corpus.entry(path)
     done = run_script(render_script(entry), tmp_path)
-    if entry.symptom == "crash":
+    if entry.symptom is Symptom.CRASH:
         assert done.returncode < 0, done.stdout + done.stderr  # killed by the signal
     else:
         assert done.returncode == 1, done.stdout + done.stderr
@@ -187,3 +188,23 @@ def test_a_must_not_fold_with_equal_first_values_shows_where_they_differ() -> No
     assert shown_values(text) == ("5.0", "7.0")
     same = _difference(before, before, None, "the pass")
     assert same.startswith("On this input the outputs happen to agree, but the pass rewrote the graph")
+
+
+def test_triage_takes_decline_entries(capsys: pytest.CaptureFixture[str]) -> None:
+    decline = sorted((ROOT / "corpus" / "declines").glob("*.json"))[0]
+    assert main(["triage", str(decline)]) == 0
+    assert load_entry(decline).signature in capsys.readouterr().out
+
+
+def test_an_unknown_symptom_names_the_field(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    entry = json.loads((ROOT / "corpus" / "finite-to-nonfinite.json").read_text())
+    (tmp_path / "odd.json").write_text(json.dumps(entry | {"symptom": "sideways"}))
+    assert main(["render", str(tmp_path / "odd.json"), "--issue"]) == 2
+    assert "odd.json: symptom: 'sideways' is not one of" in capsys.readouterr().err
+
+
+def test_promote_refuses_a_decline_entry(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    decline = sorted((ROOT / "corpus" / "declines").glob("*.json"))[0]
+    assert main(["promote", str(decline), "--corpus", str(tmp_path)]) == 2
+    assert "symptom: a decline entry shows expected behaviour" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())

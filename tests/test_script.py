@@ -15,6 +15,8 @@ from fuzz.build import build_module
 from fuzz.case import Case, Epilogue, Form, Importer, Topology
 from fuzz.compat import structural_equal
 from fuzz.corpus import Entry
+from fuzz.oracle import Symptom
+from fuzz.results import Stage
 from fuzz.script import render_script
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,8 +41,8 @@ FORMS = {
 }
 
 
-def entry_for(case: Case, symptom: str = "out-of-tolerance") -> Entry:
-    return Entry(case, "upstream", symptom, "compare", symptom, "a hand-made case", "", "", {}, {})
+def entry_for(case: Case, symptom: Symptom = Symptom.OUT_OF_TOLERANCE) -> Entry:
+    return Entry(case, "upstream", symptom, Stage.COMPARE, symptom.value, "a hand-made case", "", "", {}, {})
 
 
 def module_part(script: str) -> str:
@@ -63,7 +65,10 @@ def test_the_script_shows_the_bug_in_a_fresh_process(name: str, tmp_path: Path) 
     # scale=False: upstream multiplies by gamma anyway (out-of-tolerance); not expressible in
     # ONNX, where training=True is the upstream bug instead (must-not-fold)
     if name == "onnx":
-        case, symptom = make_case(form=Form(Importer.ONNX), epsilon=EPS32, training=True), "must-not-fold"
+        case, symptom = (
+            make_case(form=Form(Importer.ONNX), epsilon=EPS32, training=True),
+            Symptom.MUST_NOT_FOLD,
+        )
     else:
         case = make_case(
             topology=Topology.CHAIN, c_in=3, scale=False, form=Form(functions=2), values={"gamma": 3.0}
@@ -82,8 +87,8 @@ def test_a_missed_fold_script_shows_the_batch_norm_left(tmp_path: Path) -> None:
     entry = Entry(
         make_case(form=Form(dead_statistics=True)),
         "identity",
-        "missed-fold",
-        "pass",
+        Symptom.MISSED_FOLD,
+        Stage.PASS,
         "missed-fold",
         "",
         "",

@@ -31,7 +31,7 @@ assert dumps_entry(entry) == path.read_text()
 
 out = Path(tempfile.mkdtemp())
 record = FindingRecord(
-    signature=entry.signature, symptom=entry.kind, stage=entry.stage, message=entry.message,
+    signature=entry.signature, symptom=entry.symptom, stage=entry.stage, message=entry.message,
     case=entry.case, pass_name=entry.pass_name,
 )
 (out / "findings").mkdir()

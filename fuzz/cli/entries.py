@@ -183,18 +183,18 @@ def _render(args: argparse.Namespace) -> int:
 
 def _triage(args: argparse.Namespace) -> int:
     from fuzz.corpus import EntryError
-    from fuzz.promote import read_finding_or_entry
+    from fuzz.promote import read_as_entry
 
     groups: dict[str, list[tuple[int, Path]]] = {}
     bad = 0
     for path in entry_files(args.paths):
         try:
-            record = read_finding_or_entry(path)
+            entry = read_as_entry(path)
         except EntryError as exc:
             print(f"bnfuzz: error: {exc}", file=sys.stderr)
             bad += 1
             continue
-        groups.setdefault(record.signature, []).append((record.case.size, path))
+        groups.setdefault(entry.signature, []).append((entry.case.size, path))
     for signature in sorted(groups):
         members = sorted(groups[signature])
         size, smallest = members[0]
