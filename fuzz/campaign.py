@@ -38,14 +38,13 @@ from hypothesis.reporting import with_reporter
 
 import strategies
 from fuzz.attributes import classify
+from fuzz.backends import PassLike, Runner, as_fold
 from fuzz.campaign_control import CtrlC, default_shrink_seconds, shrinking_capped
 from fuzz.campaign_result import CampaignResult, Hit, Progress, record_checked, record_events
 from fuzz.case import Case
 from fuzz.check import Checked, check
-from fuzz.execute import Runner
 from fuzz.minimize import simplify
 from fuzz.oracle import Finding, Symptom
-from fuzz.passes import PassFactory
 from fuzz.pipeline import Pipeline
 from fuzz.signature import Signature
 from fuzz.simplifications import with_defaults_except
@@ -297,7 +296,7 @@ class _Campaign:
 
 
 def run_campaign(
-    make_pass: PassFactory,
+    make_pass: PassLike,
     *,
     budget_seconds: float | None = None,
     max_examples: int | None = None,
@@ -311,7 +310,9 @@ def run_campaign(
     database: ExampleDatabase | None = None,
     lowering: bool = False,
 ) -> CampaignResult:
-    """Fuzz ``make_pass`` until a budget runs out; return every distinct bug found.
+    """Fuzz ``make_pass`` (a :class:`fuzz.backends.Fold`, or a factory of TVM passes) until
+    a budget runs out; return every distinct bug found. The cases are drawn from the
+    fold's :meth:`~fuzz.backends.Fold.cases` unless ``cases`` is given.
 
     ``runner`` compiles and runs modules: the naive :func:`fuzz.execute.compile_and_run`
     by default, or :meth:`fuzz.compile_cache.CompileCache.run`. ``pipelines``: run each
@@ -342,7 +343,7 @@ def run_campaign(
     further = st.none() if cases is not None else st.data()
     strategy = st.tuples(
         pipelines if pipelines is not None else st.none(),
-        cases if cases is not None else strategies.cases(),
+        cases if cases is not None else as_fold(make_pass).cases(),
         further,
     )
     in_process = checker is None

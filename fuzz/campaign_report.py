@@ -96,7 +96,7 @@ def write_report(summary: dict[str, Any], directory: Path, findings_dir: Path | 
     lines = [
         f"# Campaign report: `{summary['pass']}`",
         "",
-        f"- TVM {summary['tvm']}, seed {summary['seed']}"
+        f"- {summary.get('framework') or 'TVM ' + summary['tvm']}, seed {summary['seed']}"
         + (f", {summary['workers']} workers" if summary.get("workers") else "")
         + (", in pipelines" if summary.get("pipelines") else ""),
         f"- {summary['examples']} value sets in {seconds:.0f} s "

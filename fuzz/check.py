@@ -2,22 +2,21 @@
 
 :func:`check` is the unit every other stage builds on: the campaign checks each drawn
 value set with it, minimisation re-checks simplified cases, the corpus replays entries,
-the benchmarks time it. It runs the case (:func:`fuzz.execute.execute`), computes the
-float64 reference (:func:`fuzz.reference.reference`) and asks the oracle for a verdict
-(:func:`fuzz.oracle.judge`), and returns all three as a :class:`Checked`.
+the benchmarks time it. It runs the case through the fold's backend
+(:meth:`fuzz.backends.Fold.execute`), computes the float64 reference
+(:func:`fuzz.reference.reference`) and asks the oracle for a verdict
+(:func:`fuzz.oracle.judge`), and returns all three as a :class:`Checked`. It imports no
+framework: the backend does.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from fuzz.build import build_module
+from fuzz.backends import PassLike, Runner, as_fold
 from fuzz.case import Case
-from fuzz.compat import structural_equal
-from fuzz.execute import Runner, execute
 from fuzz.oracle import Finding, Symptom, Verdict, judge, within_bound
-from fuzz.passes import PassFactory, claims_complete_fold
-from fuzz.pipeline import Pipeline, PipelinePass, gated
+from fuzz.pipeline import Pipeline
 from fuzz.reference import Reference, reference
 from fuzz.results import Execution, Failure, Stage
 
@@ -39,61 +38,40 @@ class Checked:
 
 def check(
     case: Case,
-    make_pass: PassFactory,
+    make_pass: PassLike,
     runner: Runner | None = None,
     pipeline: Pipeline | None = None,
     *,
     must_fold: bool | None = None,
     lowering: bool = True,
 ) -> Checked:
-    """Run one case through a pass, or through ``pipeline`` with the pass in it, and judge
-    it (``runner``: see :func:`fuzz.execute.execute`).
+    """Run one case through a fold (:class:`fuzz.backends.Fold`, or a factory of TVM
+    passes), or through ``pipeline`` with the fold in it, and judge it (``runner``: the
+    backend's, see :meth:`fuzz.backends.Fold.runner`).
 
-    ``must_fold``: judge the ``missed-fold`` property (default: if the pass claims a
-    complete fold, :func:`fuzz.passes.claims_complete_fold`); never inside a pipeline.
-    ``lowering=False``: judge the pass only, not TVM's lowering: where the pass changed
-    nothing, build and run nothing (only the IR is judged), and run the unfolded program
-    only where the folded outputs alone do not clear the numeric rules
+    ``must_fold``: judge the ``missed-fold`` property (default: if the fold claims a
+    complete fold); never inside a pipeline.
+    ``lowering=False``: judge the pass only, not the framework's lowering: where the pass
+    changed nothing, build and run nothing (only the IR is judged), and run the unfolded
+    program only where the folded outputs alone do not clear the numeric rules
     (:func:`fuzz.oracle.within_bound`; the verdict on the pass is the same either way).
     For a pipeline with nothing gated, the ``Sequential`` and the direct calls must give
     structurally equal modules (``sequential-direct-mismatch``).
     """
+    fold = as_fold(make_pass)
     ref = reference(case)
     needed = None if lowering else (lambda folded: not within_bound(ref, folded))
     if pipeline is None:
-        execution = execute(case, make_pass, runner, unchanged=lowering, baseline_needed=needed)
-        complete = claims_complete_fold(make_pass) if must_fold is None else must_fold
+        execution = fold.execute(case, runner, unchanged=lowering, baseline_needed=needed)
+        complete = fold.complete_fold if must_fold is None else must_fold
         return Checked(case, execution, ref, judge(case, execution, ref, must_fold=complete))
     if pipeline.mixed_precision:  # outputs judged by shape alone, against the unfolded ones
         needed = None
-    execution = execute(
-        case,
-        lambda: PipelinePass(pipeline, make_pass),
-        runner,
-        idempotence=False,
-        unchanged=lowering,
-        baseline_needed=needed,
-    )
+    execution = fold.execute(case, runner, pipeline=pipeline, unchanged=lowering, baseline_needed=needed)
     verdict = judge(case, execution, ref, in_pipeline=True, numbers=not pipeline.mixed_precision)
-    skipped = gated(pipeline, make_pass)
+    skipped = fold.gated(pipeline)
     if not skipped and not isinstance(execution.folded, Failure) and not verdict.findings:
-        mismatch = _sequential_mismatch(case, pipeline, make_pass)
+        mismatch = fold.sequential_mismatch(case, pipeline)
         if mismatch is not None:
-            verdict = replace(verdict, findings=(mismatch,))
+            verdict = replace(verdict, findings=(Finding(Symptom.SEQUENTIAL_MISMATCH, Stage.PASS, mismatch),))
     return Checked(case, execution, ref, verdict, pipeline, skipped)
-
-
-def _sequential_mismatch(case: Case, pipeline: Pipeline, make_pass: PassFactory) -> Finding | None:
-    module = build_module(case)
-    try:
-        as_sequential = PipelinePass(pipeline, make_pass, sequential=True)(module)
-        as_calls = PipelinePass(pipeline, make_pass, sequential=False)(module)
-    except Exception as exc:  # one mode raised where the other did not
-        return Finding(Symptom.SEQUENTIAL_MISMATCH, Stage.PASS, f"one mode raised {type(exc).__name__}")
-    if structural_equal(as_sequential, as_calls):
-        return None
-    return Finding(
-        Symptom.SEQUENTIAL_MISMATCH,
-        Stage.PASS,
-        "Sequential and direct calls of the same passes, every pass enabled, give different modules",
-    )

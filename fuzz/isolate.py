@@ -57,11 +57,10 @@ def _serve(
 ) -> None:
     """The worker's loop: receive (case, pipeline), send ("ok", Checked) or ("error", text)."""
     try:
-        from fuzz.compile_cache import CompileCache
-        from fuzz.passes import resolve_pass
+        from fuzz.backends import resolve_fold
 
-        make_pass = resolve_pass(pass_name, complete_fold=complete_fold)
-        runner = CompileCache(directory=Path(cache_dir) if cache_dir else None).run if cache else None
+        make_pass = resolve_fold(pass_name, complete_fold=complete_fold)
+        runner = make_pass.runner(cache_dir or None) if cache else None
     except BaseException:
         conn.send(("error", traceback.format_exc()))
         return

@@ -22,12 +22,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from fuzz.backends import PassLike, Runner
 from fuzz.case import (
     Case,
 )
 from fuzz.check import check
-from fuzz.execute import Runner
-from fuzz.passes import PassFactory
 from fuzz.pipeline import Pipeline
 from fuzz.results import Outputs
 from fuzz.signature import Signature
@@ -47,7 +46,7 @@ class Bug:
 
 
 def found(
-    case: Case, make_pass: PassFactory, pipeline: Pipeline | None = None, runner: Runner | None = None
+    case: Case, make_pass: PassLike, pipeline: Pipeline | None = None, runner: Runner | None = None
 ) -> Bug | None:
     """The bug ``make_pass`` (inside ``pipeline``, if given) shows on ``case``, or None
     (``runner``: see :func:`fuzz.execute.execute`)."""
@@ -132,7 +131,7 @@ def _steps(case: Case, pipeline: Pipeline | None) -> list[tuple[str, Step]]:
 def _attempt(
     subject: Subject,
     target: Bug,
-    make_pass: PassFactory,
+    make_pass: PassLike,
     description: str,
     step: Step,
     runner: Runner | None = None,
@@ -149,7 +148,7 @@ def _attempt(
     return Attempt(description, "remains"), simpler, bug
 
 
-def minimality(case: Case, make_pass: PassFactory, pipeline: Pipeline | None = None) -> list[Attempt]:
+def minimality(case: Case, make_pass: PassLike, pipeline: Pipeline | None = None) -> list[Attempt]:
     """Each simplification of ``case`` (and ``pipeline``) tried on its own: does the bug survive?"""
     target = found(case, make_pass, pipeline)
     if target is None:
@@ -160,7 +159,7 @@ def minimality(case: Case, make_pass: PassFactory, pipeline: Pipeline | None = N
 
 def simplify(
     case: Case,
-    make_pass: PassFactory,
+    make_pass: PassLike,
     pipeline: Pipeline | None = None,
     *,
     runner: Runner | None = None,

@@ -15,13 +15,13 @@ from pathlib import Path
 
 import hypothesis
 
+from fuzz.backends import resolve_fold
 from fuzz.check import Checked
 from fuzz.compat import tvm_version
 from fuzz.corpus import Entry, EntryError, dumps_entry, load_entry
 from fuzz.findings import FindingFileError, FindingRecord, read_finding, smaller_wins
 from fuzz.minimize import simplify
 from fuzz.oracle import Symptom
-from fuzz.passes import resolve_pass
 from fuzz.replay import check_entry
 from fuzz.storage import file_name, write_atomic
 
@@ -124,13 +124,14 @@ def promote(
     case, pipeline = record.case, record.pipeline
     isolated = record.symptom in (Symptom.CRASH, Symptom.TIMEOUT)
     narrowed = None
+    fold = resolve_fold(record.pass_name)
     if not isolated:  # a crash would end this process: such cases stay as Hypothesis shrank them
-        case, pipeline, narrowed = simplify(case, resolve_pass(record.pass_name), pipeline)
+        case, pipeline, narrowed = simplify(case, fold, pipeline)
     signature = str(narrowed) if narrowed is not None else record.signature
     found = check_entry(case, record.pass_name, pipeline, isolated).verdict.primary
     expect: dict[str, str] = {}
     reason: dict[str, str] = {}
-    for name in passes:
+    for name in dict.fromkeys((record.pass_name, *passes)):  # its own pass first, always
         checked = check_entry(case, name, pipeline, isolated)
         expect[name] = "passes" if checked.verdict.primary is None else "fails"
         reason[name] = _reason(checked)
@@ -145,7 +146,8 @@ def promote(
         stderr=found.stderr if found else record.stderr,
         expect=expect,
         reason=reason,
-        provenance={
+        provenance=({} if fold.backend == "tvm" else {fold.backend: fold.version()})
+        | {
             "tvm": tvm_version(),
             "tvm_commit": _tvm_commit(),
             "hypothesis": hypothesis.__version__,

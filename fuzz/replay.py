@@ -14,10 +14,10 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from fuzz.backends import resolve_fold
 from fuzz.case import Case
 from fuzz.check import Checked, check
 from fuzz.corpus import Entry
-from fuzz.passes import resolve_pass
 from fuzz.pipeline import Pipeline
 from fuzz.script import render_script
 
@@ -30,7 +30,7 @@ ISOLATED_TIMEOUT = 120.0
 def check_entry(case: Case, pass_name: str, pipeline: Pipeline | None, isolated: bool) -> Checked:
     """Check a case on a pass (in a pipeline), in a worker process if ``isolated``."""
     if not isolated:
-        return check(case, resolve_pass(pass_name), pipeline=pipeline)
+        return check(case, resolve_fold(pass_name), pipeline=pipeline)
     from fuzz.isolate import IsolatedChecker
 
     with IsolatedChecker(pass_name, timeout=ISOLATED_TIMEOUT) as checker:

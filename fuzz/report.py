@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from fuzz.attributes import ATTRIBUTE_DEFAULTS, classify
+from fuzz.backends import resolve_fold
 from fuzz.causes import cause_of, root_cause
 from fuzz.check import Checked, check
 from fuzz.corpus import Entry
@@ -25,7 +26,6 @@ from fuzz.decline import block_reasons
 from fuzz.issue import Issue
 from fuzz.minimize import minimality
 from fuzz.oracle import Symptom, describe
-from fuzz.passes import resolve_pass
 from fuzz.pipeline import FOLD
 from fuzz.results import Outputs
 from fuzz.script import pipeline_text, render_group_script, render_script
@@ -45,7 +45,7 @@ def _actual(entry: Entry, checked: Checked | None) -> str:
         tail = f"\n\nWhat the process printed to stderr:\n\n```\n{stderr}\n```" if stderr else ""
         return f"Checking this graph, {entry.message.removeprefix('the ')}.{tail}"
     if checked is None:
-        checked = check(entry.case, resolve_pass(entry.pass_name), pipeline=entry.pipeline)
+        checked = check(entry.case, resolve_fold(entry.pass_name), pipeline=entry.pipeline)
     ex, finding = checked.execution, checked.verdict.primary
     the = "the pass" if entry.pipeline is None else "the passes"
     if finding is None:
@@ -227,7 +227,7 @@ def issue_of(entries: Sequence[Entry], checked: Mapping[str, Checked | None] | N
                 "shrank it"
             ]
             if e.isolated
-            else [a.line() for a in minimality(e.case, resolve_pass(e.pass_name), e.pipeline)]
+            else [a.line() for a in minimality(e.case, resolve_fold(e.pass_name), e.pipeline)]
         ) or ["- nothing left to simplify: every attribute is at its default and every value is 1.0"]
         minimal += ([f"Variant `{v or 'defaults'}`:", ""] if len(group) > 1 else []) + notes + [""]
     signatures = tuple(e.signature for e in group)

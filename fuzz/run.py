@@ -25,10 +25,13 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fuzz.errors import UsageError
 from fuzz.native_log import NativeLog
+
+if TYPE_CHECKING:
+    from fuzz.backends import Fold
 
 __all__ = ["Outcome", "Part", "RunConfig", "check_out_dir", "merge_counts", "run", "summarise"]
 
@@ -127,6 +130,8 @@ class Part:
     output_error: str | None = None
     #: TVM's native warnings counted, not printed (:mod:`fuzz.native_log`), by name
     native_log: dict[str, int] = dataclasses.field(default_factory=dict)
+    #: the framework of the fold and its version (``TVM 0.27.0.post1``, ``onnxruntime 1.32.0``)
+    framework: str = ""
 
     @classmethod
     def from_summary(cls, summary: dict[str, Any]) -> Part:
@@ -204,6 +209,7 @@ def summarise(
             {"seed": p.seed, "examples": p.examples, "seconds": p.seconds, "cache": p.cache} for p in parts
         ],
         "tvm": parts[0].tvm,
+        "framework": parts[0].framework or f"TVM {parts[0].tvm}",
         "unwritten": sorted({name for p in parts for name in p.unwritten}),
         "native_log": merge_counts([p.native_log for p in parts]),
     }
@@ -231,7 +237,7 @@ def _open_database(where: str) -> Any:
     return database
 
 
-def run(config: RunConfig, make_pass: Any, on_progress: Callable[[Any], None] | None = None) -> Outcome:
+def run(config: RunConfig, make_pass: Fold, on_progress: Callable[[Any], None] | None = None) -> Outcome:
     """Fuzz the pass ``make_pass`` (the factory ``config.pass_name`` resolved to) as
     ``config`` says. ``on_progress`` sees each :class:`fuzz.campaign_result.Progress`."""
     for where, option in ((config.out, "--out"), (config.cache_dir, "--cache-dir")):
@@ -244,7 +250,7 @@ def run(config: RunConfig, make_pass: Any, on_progress: Callable[[Any], None] | 
     return Outcome(summary, part.output_error)
 
 
-def _run_here(config: RunConfig, make_pass: Any, on_progress: Callable[[Any], None] | None) -> Part:
+def _run_here(config: RunConfig, make_pass: Fold, on_progress: Callable[[Any], None] | None) -> Part:
     from fuzz.attributes import classify
     from fuzz.campaign import StopCampaign, run_campaign
     from fuzz.campaign_report import histograms
@@ -306,12 +312,10 @@ def _run_here(config: RunConfig, make_pass: Any, on_progress: Callable[[Any], No
         if on_progress is not None:
             on_progress(p)
 
-    runner = cache = None
+    runner = None
     if not config.no_cache and not config.isolated:
-        from fuzz.compile_cache import CompileCache
-
-        cache = CompileCache(directory=config.cache_dir)
-        runner = cache.run
+        runner = make_pass.runner(config.cache_dir)
+    cache = getattr(runner, "__self__", None)  # a compile cache's counters go into the summary
     pipelines = None
     if config.pipelines:
         import strategies
@@ -373,6 +377,7 @@ def _run_here(config: RunConfig, make_pass: Any, on_progress: Callable[[Any], No
         if config.out is not None
         else [],
         tvm=tvm_version(),
+        framework=("TVM" if make_pass.backend == "tvm" else make_pass.backend) + " " + make_pass.version(),
         worker_starts=None if checker is None else checker.starts,
         cache=None
         if cache is None

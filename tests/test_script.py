@@ -73,7 +73,7 @@ def test_the_script_shows_the_bug_in_a_fresh_process(name: str, tmp_path: Path) 
         case = make_case(
             topology=Topology.CHAIN, c_in=3, scale=False, form=Form(functions=2), values={"gamma": 3.0}
         )
-        symptom = "out-of-tolerance"
+        symptom = Symptom.OUT_OF_TOLERANCE
     script = tmp_path / "repro.py"
     script.write_text(render_script(entry_for(case, symptom)))
     done = subprocess.run(

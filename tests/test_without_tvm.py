@@ -1,7 +1,7 @@
 """What only reads and writes files works with TVM unimportable: the result types and the
 oracle's symptoms, finding files, corpus entries, the run summary and its campaign report,
-and filing issues (``tvm`` and ``tvm_ffi`` are blocked in a fresh process, so importing
-either there raises)."""
+and filing issues; and the oracle, check, campaign, minimiser and reports import (``tvm``
+and ``tvm_ffi`` are blocked in a fresh process, so importing either there raises)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ sys.modules["tvm_ffi"] = None
 import tempfile
 from pathlib import Path
 
+import fuzz.campaign, fuzz.check, fuzz.minimize, fuzz.oracle, fuzz.replay, fuzz.report, fuzz.script
 from fuzz.campaign_report import histograms, write_report
 from fuzz.corpus import dumps_entry, load_entry
 from fuzz.findings import FindingRecord, read_finding, write_finding

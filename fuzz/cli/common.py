@@ -54,12 +54,14 @@ def require_tvm() -> None:
 
 
 def resolve(name: str, complete_fold: bool | None = None) -> Any:
-    """The factory for pass ``name``; an unknown name is a usage error (exit 2)."""
-    from fuzz.passes import UnknownPass, resolve_pass
+    """The fold named ``name`` (:func:`fuzz.backends.resolve_fold`); an unknown name, or a
+    backend not installed, is a usage error (exit 2)."""
+    from fuzz.backends import resolve_fold
+    from fuzz.errors import BnfuzzError
 
     try:
-        return resolve_pass(name, complete_fold=complete_fold)
-    except UnknownPass as exc:
+        return resolve_fold(name, complete_fold=complete_fold)
+    except BnfuzzError as exc:
         raise UsageError(str(exc)) from None
 
 

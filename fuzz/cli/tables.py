@@ -32,7 +32,8 @@ def run_table(summary: dict[str, Any]) -> str:
 
     emit(
         f"{summary['examples']} examples in {summary['seconds']:.0f} s against pass "
-        f"{summary['pass']!r} (TVM {summary['tvm']}); the pass changed {summary['changed']} of them; "
+        f"{summary['pass']!r} ({summary.get('framework') or 'TVM ' + summary['tvm']}); "
+        f"the pass changed {summary['changed']} of them; "
         f"{len(summary['findings'])} distinct findings"
     )
     if not summary["findings"]:

@@ -1,0 +1,107 @@
+"""TVM Relax, the first backend: a pass (or a pipeline with the pass in it) on the llvm VM.
+
+:class:`TvmFold` puts :mod:`fuzz.passes` (names to pass factories), :mod:`fuzz.execute`
+(apply, check well-formedness, build, run), :mod:`fuzz.compile_cache` (compile once per
+structure) and :mod:`fuzz.pipeline` (the pass among its neighbours) behind
+:class:`fuzz.backends.Fold`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hypothesis.strategies import SearchStrategy
+
+import strategies
+from fuzz.build import build_module
+from fuzz.case import Case
+from fuzz.compat import structural_equal, tvm_version
+from fuzz.execute import execute
+from fuzz.passes import PassFactory, ResolvedPass, resolve_pass
+from fuzz.pipeline import Pipeline, PipelinePass
+from fuzz.pipeline import gated as gated_passes
+from fuzz.results import Execution, Outputs
+
+__all__ = ["TvmFold", "fold_of", "resolve"]
+
+
+@dataclass(frozen=True)
+class TvmFold:
+    """A TVM pass factory as a :class:`fuzz.backends.Fold`."""
+
+    name: str
+    make: PassFactory
+    complete_fold: bool = False
+    backend: str = "tvm"
+
+    def __call__(self) -> Any:
+        """A fresh pass (the fold is also its pass factory)."""
+        return self.make()
+
+    def execute(
+        self,
+        case: Case,
+        runner: Any = None,
+        *,
+        pipeline: Pipeline | None = None,
+        idempotence: bool = True,
+        unchanged: bool = True,
+        baseline_needed: Callable[[Outputs], bool] | None = None,
+    ) -> Execution:
+        if pipeline is None:
+            return execute(
+                case,
+                self.make,
+                runner,
+                idempotence=idempotence,
+                unchanged=unchanged,
+                baseline_needed=baseline_needed,
+            )
+        return execute(
+            case,
+            lambda: PipelinePass(pipeline, self.make),
+            runner,
+            idempotence=False,
+            unchanged=unchanged,
+            baseline_needed=baseline_needed,
+        )
+
+    def cases(self) -> SearchStrategy[Case]:
+        return strategies.cases()
+
+    def version(self) -> str:
+        return tvm_version()
+
+    def runner(self, directory: Any = None) -> Any:
+        from fuzz.compile_cache import CompileCache
+
+        return CompileCache(directory=None if directory is None else Path(directory)).run
+
+    def gated(self, pipeline: Pipeline) -> tuple[str, ...]:
+        return gated_passes(pipeline, self.make)
+
+    def sequential_mismatch(self, case: Case, pipeline: Pipeline) -> str | None:
+        module = build_module(case)
+        try:
+            as_sequential = PipelinePass(pipeline, self.make, sequential=True)(module)
+            as_calls = PipelinePass(pipeline, self.make, sequential=False)(module)
+        except Exception as exc:  # one mode raised where the other did not
+            return f"one mode raised {type(exc).__name__}"
+        if structural_equal(as_sequential, as_calls):
+            return None
+        return "Sequential and direct calls of the same passes, every pass enabled, give different modules"
+
+
+def resolve(name: str, *, complete_fold: bool | None = None) -> TvmFold:
+    """The TVM fold named ``name`` (:func:`fuzz.passes.resolve_pass`)."""
+    return fold_of(resolve_pass(name, complete_fold=complete_fold))
+
+
+def fold_of(make_pass: PassFactory) -> TvmFold:
+    """A factory of TVM passes as a fold (named and claiming what a resolved pass says)."""
+    if isinstance(make_pass, ResolvedPass):
+        return TvmFold(make_pass.name, make_pass.make, make_pass.complete_fold)
+    return TvmFold(getattr(make_pass, "__name__", "pass"), make_pass)
