@@ -238,8 +238,12 @@ def _open_database(where: str) -> Any:
 
 
 def run(config: RunConfig, make_pass: Fold, on_progress: Callable[[Any], None] | None = None) -> Outcome:
-    """Fuzz the pass ``make_pass`` (the factory ``config.pass_name`` resolved to) as
-    ``config`` says. ``on_progress`` sees each :class:`fuzz.campaign_result.Progress`."""
+    """Fuzz the fold ``make_pass`` (what ``config.pass_name`` resolved to) as ``config``
+    says. ``on_progress`` sees each :class:`fuzz.campaign_result.Progress`."""
+    if config.pipelines and make_pass.backend != "tvm":
+        raise UsageError(
+            f"--pipelines: pipelines are TVM's passes; {config.pass_name!r} is {make_pass.backend}'s"
+        )
     for where, option in ((config.out, "--out"), (config.cache_dir, "--cache-dir")):
         if where is not None:
             check_out_dir(where, option)

@@ -19,19 +19,12 @@ binding, so what it runs is what the fuzzer ran.
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
-import numpy as np
-
-from fuzz.case import Case, Importer, Tensor
+from fuzz.case import Case, Importer
 from fuzz.corpus import Entry
-from fuzz.decline import block_reasons
-from fuzz.onnx_graph import ELEMENT_TYPES, OPSET, onnx_graph
 from fuzz.oracle import Symptom
 from fuzz.pipeline import FOLD, NEIGHBOURS
-from fuzz.program import MAIN, Binding, Function, named_tensors, parameter_names, program
-from fuzz.reference import reference
+from fuzz.program import MAIN, Binding, Function, parameter_names, program
+from fuzz.script_parts import array_name, array_source, bug_lines, onnx_model_lines, script_tensors
 from fuzz.wording import wording
 
 __all__ = ["PASS_EXPRESSIONS", "pipeline_text", "render_group_script", "render_script"]
@@ -43,26 +36,6 @@ PASS_EXPRESSIONS = {
     "fixed": "__import__('fuzz.fold_batchnorm').fold_batchnorm.FoldBatchnormToConv2D()",
     "identity": "relax.transform.function_pass(lambda func, mod, ctx: func, opt_level=0, name='Identity')",
 }
-
-
-def _literal(value: float) -> str:
-    """Python source for a float; ``repr`` is the shortest text that reads back exactly."""
-    return repr(value) if math.isfinite(value) else f'float("{value}")'
-
-
-def _array(tensor: Tensor) -> str:
-    """Exact NumPy source for a tensor's values (each exact in its dtype)."""
-    dtype = "ml_dtypes.bfloat16" if tensor.dtype == "bfloat16" else f'"{tensor.dtype}"'
-    shape = tuple(tensor.shape)
-    if len({v.hex() for v in tensor.values}) == 1:  # hex: tells 0.0 from -0.0
-        return f"np.full({shape}, {_literal(tensor.values[0])}).astype({dtype})"
-    listed = ", ".join(_literal(v) for v in tensor.values)
-    return f"np.array([{listed}]).reshape({shape}).astype({dtype})"
-
-
-def _array_name(name: str) -> str:
-    """The script's name for the array of tensor ``name`` (the data is ``x_value``)."""
-    return f"{name}_value" if name in ("x", "skip") else name
 
 
 def _call(binding: Binding, args: list[str]) -> str:
@@ -98,7 +71,7 @@ def _function_lines(func: Function, constants: set[str]) -> list[str]:
     prefix = "" if func.name == MAIN else f"{func.name}_"
     params = {p: f"{prefix}{p}" if p == "x" else f"{prefix}{p}_var" for p in func.params}
     lines = [
-        f'{v} = relax.Var("{p}", R.Tensor({_array_name(p)}.shape, str({_array_name(p)}.dtype)))'
+        f'{v} = relax.Var("{p}", R.Tensor({array_name(p)}.shape, str({array_name(p)}.dtype)))'
         for p, v in params.items()
     ]
     names: dict[str, str] = dict(params)
@@ -107,7 +80,7 @@ def _function_lines(func: Function, constants: set[str]) -> list[str]:
         if name in names:
             return names[name]
         assert name in constants, name
-        return f"const({_array_name(name)})"
+        return f"const({array_name(name)})"
 
     private = "" if func.name == MAIN else ", private=True"
     lines.append(f'with bb.function("{func.name}", [{", ".join(params.values())}]{private}):')
@@ -135,93 +108,6 @@ def _relax_lines(case: Case) -> list[str]:
     for func in prog.functions:
         lines += _function_lines(func, constants)
     return [*lines, "before = bb.get()"]
-
-
-def _onnx_lines(case: Case) -> list[str]:
-    graph = onnx_graph(case)
-
-    def value_info(name: str, dtype: str, shape: tuple[int, ...]) -> str:
-        return f'helper.make_tensor_value_info("{name}", {ELEMENT_TYPES[dtype]}, {list(shape)})'
-
-    def node(n: Any) -> str:
-        attrs = "".join(f", {k}={v!r}" for k, v in n.attrs.items())
-        return f'    helper.make_node("{n.op_type}", {list(n.inputs)}, {list(n.outputs)}{attrs}),'
-
-    initializers = [f"numpy_helper.from_array({_array_name(n)}, {n!r})" for n in graph.initializers]
-    return [
-        "# The graph as an exporter writes it, imported by TVM's ONNX frontend (parameters bound).",
-        "nodes = [",
-        *(node(n) for n in graph.nodes),
-        "]",
-        "graph = helper.make_graph(",
-        "    nodes,",
-        '    "case",',
-        f"    [{', '.join(value_info(*i) for i in graph.inputs)}],",
-        f"    [{', '.join(value_info(*o) for o in graph.outputs)}],",
-        f"    [{', '.join(initializers)}],",
-        ")",
-        f'model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", {OPSET})])',
-        "before = from_onnx(model)",
-    ]
-
-
-def _check(entry: Entry) -> list[str]:
-    """Lines that set ``bug`` (a message, or None) from ``before_out`` and ``after_out``."""
-    symptom = entry.symptom
-    if symptom is Symptom.FINITE_TO_NONFINITE:
-        return [
-            "bad = [np.isfinite(b) & ~np.isfinite(a) for b, a in zip(before_out, after_out)]",
-            'bug = "finite outputs became inf or NaN" if any(m.any() for m in bad) else None',
-        ]
-    if symptom is Symptom.SIGNATURE_CHANGE and entry.pipeline is not None and entry.pipeline.mixed_precision:
-        return [
-            "shapes = lambda outs: [o.shape for o in outs]",
-            'bug = f"output shapes changed from {shapes(before_out)} to {shapes(after_out)}" '
-            "if shapes(before_out) != shapes(after_out) else None",
-        ]
-    if symptom is Symptom.SIGNATURE_CHANGE:
-        return [
-            "sig = lambda outs: [(o.shape, str(o.dtype)) for o in outs]",
-            'bug = f"outputs changed from {sig(before_out)} to {sig(after_out)}" '
-            "if sig(before_out) != sig(after_out) else None",
-        ]
-    if symptom is Symptom.MISSED_FOLD:
-        foldable = sum(not r for r in block_reasons(entry.case))
-        return [
-            "# Every batch_norm counted here may be folded: inference mode, the channel axis, constant",
-            "# operands, no other use of the conv or of the statistics, folded constants in range.",
-            "def batch_norms(mod):",
-            "    calls = []",
-            "    for func in mod.functions.values():",
-            "        if isinstance(func, relax.Function):",
-            "            relax.analysis.post_order_visit(func, calls.append)",
-            '    return sum(isinstance(c, relax.Call) and getattr(c.op, "name", "") == "relax.nn.batch_norm"'
-            " for c in calls)",
-            "",
-            f"foldable, left = {foldable}, batch_norms(after)",
-            'bug = f"{left} of {batch_norms(before)} batch_norm(s) left, {foldable} of them foldable" '
-            "if batch_norms(before) - left < foldable else None",
-        ]
-    if symptom is Symptom.OUT_OF_TOLERANCE:
-        ref = reference(entry.case)
-        exact = [e.value.astype(np.float64).ravel().tolist() for e in ref.outputs]
-        bound = [e.bound.astype(np.float64).ravel().tolist() for e in ref.outputs]
-        return [
-            "# The exact result (computed in wide arithmetic) and the error a correct program in",
-            "# this dtype may have, per element (bnfold-fuzz's rounding-error bound).",
-            f"EXACT = {exact!r}",
-            f"BOUND = {bound!r}",
-            "bug = None",
-            "for k, (b, a) in enumerate(zip(before_out, after_out)):",
-            "    exact, bound = np.array(EXACT[k]), np.array(BOUND[k])",
-            "    allowed = bound + np.abs(b.astype(np.float64).ravel() - exact)",
-            "    err = np.abs(a.astype(np.float64).ravel() - exact)",
-            "    if a.shape == b.shape and (err > allowed).any():",
-            "        i = int(np.argmax(err - allowed))",
-            '        bug = f"output {k} element {i}: after {a.ravel()[i]!r}, before {b.ravel()[i]!r}, '
-            'exact {exact[i]!r}, error {err[i]:.3g} > allowed {allowed[i]:.3g}"',
-        ]
-    return ["bug = None"]
 
 
 def _apply_lines(entry: Entry, make: str) -> list[str]:
@@ -262,24 +148,16 @@ def pipeline_text(entry: Entry) -> str:
 
 
 def _check_lines(entry: Entry) -> list[str]:
-    check = _check(entry)
+    check = bug_lines(entry)
     if check == ["bug = None"]:
         return []
     return [*check, "if bug:", '    print("BUG:", bug)', "    sys.exit(1)"]
 
 
-def _tensors(case: Case) -> dict[str, Tensor]:
-    tensors = named_tensors(case)
-    if case.form.importer is Importer.ONNX:
-        graph = onnx_graph(case)
-        tensors |= {n: t for n, t in graph.initializers.items() if n not in tensors}
-    return tensors
-
-
 def _header_lines(entries: list[Entry], title: str, message: str) -> list[str]:
     """The docstring, the imports every entry's body needs, and ``const``."""
     onnx = any(e.case.form.importer is Importer.ONNX for e in entries)
-    needs_bf16 = any(t.dtype == "bfloat16" for e in entries for t in _tensors(e.case).values())
+    needs_bf16 = any(t.dtype == "bfloat16" for e in entries for t in script_tensors(e.case).values())
     first = entries[0]
     exits = wording(first.symptom, first.symptom_name).exits
     lines = [
@@ -309,13 +187,20 @@ def _body_lines(entry: Entry, make: str) -> list[str]:
     """The entry's module, the pass, both runs and the check: ``sys.exit(1)`` where the
     bug shows, the "no bug" line at the end."""
     case = entry.case
-    tensors = _tensors(case)
+    tensors = script_tensors(case)
     params = list(parameter_names(case))
     onnx = case.form.importer is Importer.ONNX
-    lines = [f"{_array_name(name)} = {_array(tensor)}" for name, tensor in tensors.items()]
-    lines += ["", *(_onnx_lines(case) if onnx else _relax_lines(case))]
+    lines = [f"{array_name(name)} = {array_source(tensor)}" for name, tensor in tensors.items()]
     lines += [
-        f"inputs = [{', '.join(_array_name(p) for p in params)}]",
+        "",
+        *(
+            [*onnx_model_lines(case), "before = from_onnx(model)  # TVM's ONNX frontend, parameters bound"]
+            if onnx
+            else _relax_lines(case)
+        ),
+    ]
+    lines += [
+        f"inputs = [{', '.join(array_name(p) for p in params)}]",
         "",
         "",
         *_apply_lines(entry, make),

@@ -1,0 +1,136 @@
+"""The parts of a reproducer script every backend's script uses: exact array literals,
+the case's ONNX model as ``onnx.helper`` calls, and the lines that decide whether the bug
+shows from the outputs before and after the fold (the exact values and the error bound
+written in where the symptom is about numbers)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from fuzz.case import Case, Importer, Tensor
+from fuzz.corpus import Entry
+from fuzz.decline import block_reasons
+from fuzz.onnx_graph import ELEMENT_TYPES, OPSET, onnx_graph
+from fuzz.oracle import Symptom
+from fuzz.program import named_tensors
+from fuzz.reference import reference
+
+__all__ = ["array_name", "array_source", "bug_lines", "onnx_model_lines", "script_tensors"]
+
+
+def _literal(value: float) -> str:
+    """Python source for a float; ``repr`` is the shortest text that reads back exactly."""
+    return repr(value) if math.isfinite(value) else f'float("{value}")'
+
+
+def array_source(tensor: Tensor) -> str:
+    """Exact NumPy source for a tensor's values (each exact in its dtype)."""
+    dtype = "ml_dtypes.bfloat16" if tensor.dtype == "bfloat16" else f'"{tensor.dtype}"'
+    shape = tuple(tensor.shape)
+    if len({v.hex() for v in tensor.values}) == 1:  # hex: tells 0.0 from -0.0
+        return f"np.full({shape}, {_literal(tensor.values[0])}).astype({dtype})"
+    listed = ", ".join(_literal(v) for v in tensor.values)
+    return f"np.array([{listed}]).reshape({shape}).astype({dtype})"
+
+
+def array_name(name: str) -> str:
+    """The script's name for the array of tensor ``name`` (the data is ``x_value``)."""
+    return f"{name}_value" if name in ("x", "skip") else name
+
+
+def onnx_model_lines(case: Case) -> list[str]:
+    """Lines that make ``model``: the case's ONNX graph written with ``onnx.helper``."""
+    graph = onnx_graph(case)
+
+    def value_info(name: str, dtype: str, shape: tuple[int, ...]) -> str:
+        return f'helper.make_tensor_value_info("{name}", {ELEMENT_TYPES[dtype]}, {list(shape)})'
+
+    def node(n: Any) -> str:
+        attrs = "".join(f", {k}={v!r}" for k, v in n.attrs.items())
+        return f'    helper.make_node("{n.op_type}", {list(n.inputs)}, {list(n.outputs)}{attrs}),'
+
+    initializers = [f"numpy_helper.from_array({array_name(n)}, {n!r})" for n in graph.initializers]
+    return [
+        "# The graph as an exporter writes it.",
+        "nodes = [",
+        *(node(n) for n in graph.nodes),
+        "]",
+        "graph = helper.make_graph(",
+        "    nodes,",
+        '    "case",',
+        f"    [{', '.join(value_info(*i) for i in graph.inputs)}],",
+        f"    [{', '.join(value_info(*o) for o in graph.outputs)}],",
+        f"    [{', '.join(initializers)}],",
+        ")",
+        f'model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", {OPSET})])',
+    ]
+
+
+def bug_lines(entry: Entry) -> list[str]:
+    """Lines that set ``bug`` (a message, or None) from ``before_out`` and ``after_out``."""
+    symptom = entry.symptom
+    if symptom is Symptom.FINITE_TO_NONFINITE:
+        return [
+            "bad = [np.isfinite(b) & ~np.isfinite(a) for b, a in zip(before_out, after_out)]",
+            'bug = "finite outputs became inf or NaN" if any(m.any() for m in bad) else None',
+        ]
+    if symptom is Symptom.SIGNATURE_CHANGE and entry.pipeline is not None and entry.pipeline.mixed_precision:
+        return [
+            "shapes = lambda outs: [o.shape for o in outs]",
+            'bug = f"output shapes changed from {shapes(before_out)} to {shapes(after_out)}" '
+            "if shapes(before_out) != shapes(after_out) else None",
+        ]
+    if symptom is Symptom.SIGNATURE_CHANGE:
+        return [
+            "sig = lambda outs: [(o.shape, str(o.dtype)) for o in outs]",
+            'bug = f"outputs changed from {sig(before_out)} to {sig(after_out)}" '
+            "if sig(before_out) != sig(after_out) else None",
+        ]
+    if symptom is Symptom.MISSED_FOLD:
+        foldable = sum(not r for r in block_reasons(entry.case))
+        return [
+            "# Every batch_norm counted here may be folded: inference mode, the channel axis, constant",
+            "# operands, no other use of the conv or of the statistics, folded constants in range.",
+            "def batch_norms(mod):",
+            "    calls = []",
+            "    for func in mod.functions.values():",
+            "        if isinstance(func, relax.Function):",
+            "            relax.analysis.post_order_visit(func, calls.append)",
+            '    return sum(isinstance(c, relax.Call) and getattr(c.op, "name", "") == "relax.nn.batch_norm"'
+            " for c in calls)",
+            "",
+            f"foldable, left = {foldable}, batch_norms(after)",
+            'bug = f"{left} of {batch_norms(before)} batch_norm(s) left, {foldable} of them foldable" '
+            "if batch_norms(before) - left < foldable else None",
+        ]
+    if symptom is Symptom.OUT_OF_TOLERANCE:
+        ref = reference(entry.case)
+        exact = [e.value.astype(np.float64).ravel().tolist() for e in ref.outputs]
+        bound = [e.bound.astype(np.float64).ravel().tolist() for e in ref.outputs]
+        return [
+            "# The exact result (computed in wide arithmetic) and the error a correct program in",
+            "# this dtype may have, per element (bnfold-fuzz's rounding-error bound).",
+            f"EXACT = {exact!r}",
+            f"BOUND = {bound!r}",
+            "bug = None",
+            "for k, (b, a) in enumerate(zip(before_out, after_out)):",
+            "    exact, bound = np.array(EXACT[k]), np.array(BOUND[k])",
+            "    allowed = bound + np.abs(b.astype(np.float64).ravel() - exact)",
+            "    err = np.abs(a.astype(np.float64).ravel() - exact)",
+            "    if a.shape == b.shape and (err > allowed).any():",
+            "        i = int(np.argmax(err - allowed))",
+            '        bug = f"output {k} element {i}: after {a.ravel()[i]!r}, before {b.ravel()[i]!r}, '
+            'exact {exact[i]!r}, error {err[i]:.3g} > allowed {allowed[i]:.3g}"',
+        ]
+    return ["bug = None"]
+
+
+def script_tensors(case: Case) -> dict[str, Tensor]:
+    tensors = named_tensors(case)
+    if case.form.importer is Importer.ONNX:
+        graph = onnx_graph(case)
+        tensors |= {n: t for n, t in graph.initializers.items() if n not in tensors}
+    return tensors

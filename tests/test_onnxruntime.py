@@ -1,0 +1,155 @@
+"""ONNX Runtime's Conv+BatchNormalization fusion as a backend: hand-made cases with a known
+verdict either way, its unfolded run against the bound, the command line, and a missing
+onnxruntime."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from cases import make_case
+from hypothesis import given, settings
+from test_bound_soundness import CASES as BOUND_CASES
+
+from fuzz.backends import BACKENDS, backend_of, resolve_fold
+from fuzz.backends.onnxruntime import OrtFold, RuntimeRejects
+from fuzz.case import Case, Form, Importer
+from fuzz.check import check
+from fuzz.cli import main
+from fuzz.oracle import Symptom
+
+ROOT = Path(__file__).resolve().parent.parent
+EPS32 = float(np.float32(1e-5))
+ONE = {"c_in": 1, "c_out": 1, "height": 1, "width": 1, "kh": 1, "kw": 1}
+BASIC = resolve_fold("onnxruntime:basic")
+
+
+def onnx_case(**kwargs: Any) -> Case:
+    return make_case(form=Form(Importer.ONNX), epsilon=kwargs.pop("epsilon", EPS32), **kwargs)
+
+
+def test_names_resolve_to_their_backend() -> None:
+    assert backend_of("onnxruntime:basic") == "onnxruntime" and backend_of("upstream") == "tvm"
+    assert backend_of("fuzz.passes:identity") == "tvm"  # MODULE:ATTR stays TVM's
+    assert isinstance(BASIC, OrtFold) and BASIC.backend == "onnxruntime" and not BASIC.complete_fold
+    assert set(BACKENDS) == {"tvm", "onnxruntime"}
+
+
+def test_a_plain_case_has_no_finding_and_is_folded() -> None:
+    checked = check(onnx_case(), BASIC)
+    assert checked.verdict.findings == () and checked.verdict.lowering == ()
+    assert checked.execution.fired and checked.execution.changed
+    before, after = checked.execution.op_counts or ({}, {})
+    assert (before["batch_norm"], after["batch_norm"]) == (1, 0) and after["conv2d"] == 1
+
+
+def test_folded_weights_out_of_range_turn_a_finite_output_into_nan() -> None:
+    # W * gamma / sqrt(var + eps) = 1e30 * 1e10 overflows float32; x = 0 makes the conv 0,
+    # so the unfolded output is beta - mean * s = -1e10, and the folded one inf * 0 = NaN.
+    case = onnx_case(**ONE, values={"x": 0.0, "weight": 1e30, "gamma": 1e10, "mean": 1.0, "var": 1.0})
+    checked = check(case, BASIC)
+    finding = checked.verdict.primary
+    assert finding is not None and finding.symptom is Symptom.FINITE_TO_NONFINITE, checked.verdict
+    assert "nan" in finding.message
+
+
+def test_the_same_case_unfolded_is_not_a_finding() -> None:
+    # the same magnitudes with a weight that keeps W * s finite: no finding
+    case = onnx_case(**ONE, values={"x": 0.0, "weight": 1e20, "gamma": 1e10, "mean": 1.0, "var": 1.0})
+    assert check(case, BASIC).verdict.findings == ()
+
+
+def test_a_case_the_runtime_cannot_run_is_outside_the_backend() -> None:
+    with pytest.raises(RuntimeRejects, match="unfolded"):
+        check(onnx_case(dtype="float64"), BASIC)  # no float64 Conv kernel on the CPU provider
+    with pytest.raises(RuntimeRejects, match="ONNX form"):
+        check(make_case(), BASIC)
+
+
+@settings(max_examples=25, deadline=None)
+@given(BASIC.cases())
+def test_the_drawn_cases_are_ones_the_runtime_runs(case: Case) -> None:
+    assert case.form.importer is Importer.ONNX and case.dtype in ("float32", "float16")
+    check(case, BASIC)  # raises RuntimeRejects otherwise
+
+
+def test_the_runtime_s_own_batch_norm_kernel_overflows_where_the_exact_result_is_finite() -> None:
+    # conv = 2^61 * 2^61 = 2^122 and mean = 2^122: the exact output is 0. ONNX Runtime's
+    # BatchNormalization CPU kernel computes x * s + (beta - mean * s) with s = 65 (to rounding),
+    # and mean * s = 3.5e38 overflows float32: the unfolded run gives NaN, a defect of the
+    # runtime's kernel, judged as one (against the lowering, not the fold).
+    case = onnx_case(
+        **ONE,
+        values={"x": 2.0**61, "weight": 2.0**61, "gamma": 65.0, "beta": 0.0, "mean": 2.0**122, "var": 1.0},
+    )
+    verdict = check(case, BASIC).verdict
+    assert [f.symptom for f in verdict.lowering] == [Symptom.BASELINE_OUT_OF_TOLERANCE]
+    assert "unfolded program gives nan, reference 0.0" in verdict.lowering[0].message
+    assert verdict.findings == ()  # the folded run is no worse: no finding against the fold
+
+
+#: The bound-soundness cases ONNX can say (conv-bn, NCHW, scale and bias, float32 or float16).
+ONNX_BOUND_CASES = [
+    "subnormal-denominator",
+    "cancellation",
+    "underflowing-products",
+    "float16-huge",
+    "gamma-times-q-past-max",
+]
+
+
+@pytest.mark.parametrize("name", ONNX_BOUND_CASES)
+def test_the_unfolded_run_is_within_its_bound(name: str) -> None:
+    case = BOUND_CASES[name]
+    bn = case.blocks[0].bn
+    case = replace(
+        case,
+        form=Form(Importer.ONNX),
+        blocks=(replace(case.blocks[0], bn=replace(bn, epsilon=float(np.float32(bn.epsilon)))),),
+    )
+    verdict = check(case, BASIC).verdict
+    misses = [f for f in verdict.lowering if f.symptom is Symptom.BASELINE_OUT_OF_TOLERANCE]
+    assert misses == [], misses[0].message if misses else ""
+
+
+def test_an_unknown_level_exits_2_naming_the_levels(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--pass", "onnxruntime:fast", "--max-examples", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "onnxruntime:basic, onnxruntime:extended, onnxruntime:all" in err
+
+
+def test_pipelines_are_refused_for_onnxruntime(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--pass", "onnxruntime:basic", "--pipelines", "--max-examples", "1"]) == 2
+    assert "pipelines are TVM's" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_without_onnxruntime_the_fold_name_says_which_extra_to_install() -> None:
+    script = (
+        "import sys\n"
+        "sys.modules['onnxruntime'] = None\n"
+        "from fuzz.cli import main\n"
+        "sys.exit(main(['run', '--pass', 'onnxruntime:basic', '--max-examples', '1']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert done.returncode == 2, done.stderr
+    assert "pip install -e '.[onnxruntime]'" in done.stderr
+
+
+@pytest.mark.slow
+def test_a_campaign_finds_the_overflow_class(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "findings"
+    code = main(["run", "--pass", "onnxruntime:basic", "--max-examples", "300", "--out", str(out), "--json"])
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 1 and summary["framework"].startswith("onnxruntime ")
+    symptoms = {f["symptom"] for f in summary["findings"]}
+    assert "finite-to-nonfinite" in symptoms, summary["findings"]
+    assert len(list(out.glob("*.json"))) == len(summary["findings"])
