@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from fuzz.attributes import classify
+from fuzz.backends import backend_of
 from fuzz.case import Case, kernel_to_oihw
 from fuzz.corpus import Entry
 from fuzz.oracle import Symptom
@@ -85,7 +86,10 @@ def _scale(case: Case) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
 
 
 def cause_of(entry: Entry) -> Cause | None:
-    """Why upstream's pass does what ``entry`` shows; None for a bug with no explanation on record."""
+    """Why upstream's pass does what ``entry`` shows; None for a bug with no explanation on
+    record, and for an entry of another backend than TVM."""
+    if backend_of(entry.pass_name) != "tvm":
+        return None
     case, essentials = entry.case, dict(classify(entry.case))
     block = case.blocks[0]
     conv = block.conv

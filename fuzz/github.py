@@ -114,18 +114,27 @@ class Filing:
     unchecked: str | None = None
 
 
-def _not_filed(issue: Issue) -> str:
+#: The trackers of the projects whose folds are fuzzed.
+TRACKERS = frozenset({"apache/tvm", "microsoft/onnxruntime"})
+
+
+def _not_filed(issue: Issue, repo: str | None) -> str:
     if not issue.bug:
         return "expected behaviour (a stated decline), not a bug"
-    if issue.pass_name != "upstream" and issue.needs_pass:
+    # into another project's tracker, never; a repository of no known project (a fork, a
+    # test repository) takes any
+    if repo is not None and repo.lower() in TRACKERS and issue.project.lower() != repo.lower():
+        return f"a bug of {issue.project}, not of {repo}: file it with --repo {issue.project}"
+    if issue.project == "apache/tvm" and issue.pass_name != "upstream" and issue.needs_pass:
         return f"needs {issue.pass_name}, not TVM's pass, to show"
     return ""
 
 
-def file_issues(issues: list[Issue], github: GitHub, *, apply: bool) -> Filing:
+def file_issues(issues: list[Issue], github: GitHub, *, apply: bool, repo: str | None = None) -> Filing:
     """Plan (and with ``apply``, file) each issue whose root cause and signatures no open
     issue names yet. Without ``apply``, an unreachable API is not an error: every issue
-    is planned, and :attr:`Filing.unchecked` says why none was checked."""
+    is planned, and :attr:`Filing.unchecked` says why none was checked. ``repo``: the
+    repository filed into; an issue of another project's tracker is not filed there."""
     unchecked = None
     try:
         filed = github.filed_signatures()
@@ -135,7 +144,7 @@ def file_issues(issues: list[Issue], github: GitHub, *, apply: bool) -> Filing:
         filed, unchecked = set(), str(exc)
     plans = []
     for issue in issues:
-        why = _not_filed(issue)
+        why = _not_filed(issue, repo)
         if why:
             plans.append(Planned(issue.key, issue.title, "", "not filed", why=why))
             continue

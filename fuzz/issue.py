@@ -23,6 +23,8 @@ class Issue:
     needs_pass: bool = True
     #: False for expected behaviour (a stated decline): rendered, never filed
     bug: bool = True
+    #: the GitHub repository whose tracker the issue belongs to
+    project: str = "apache/tvm"
 
     @property
     def text(self) -> str:

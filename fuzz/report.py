@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from fuzz.attributes import ATTRIBUTE_DEFAULTS, classify
-from fuzz.backends import resolve_fold
+from fuzz.backends import backend_of, resolve_fold
 from fuzz.causes import cause_of, root_cause
 from fuzz.check import Checked, check
 from fuzz.corpus import Entry
@@ -26,6 +26,7 @@ from fuzz.decline import block_reasons
 from fuzz.issue import Issue
 from fuzz.minimize import minimality
 from fuzz.oracle import Symptom, describe
+from fuzz.ort_issue import ort_issue
 from fuzz.pipeline import FOLD
 from fuzz.results import Outputs
 from fuzz.script import pipeline_text, render_group_script, render_script
@@ -161,8 +162,10 @@ def _variant_order(entry: Entry) -> tuple[int, int, str]:
     return essentials, entry.case.size, entry.signature
 
 
-def _attributes(entry: Entry) -> str:
-    return ", ".join(f"{k}={v}" for k, v in classify(entry.case).items() if ATTRIBUTE_DEFAULTS[k] != v)
+def _attributes(entry: Entry, skip: tuple[str, ...] = ()) -> str:
+    """The entry's non-default attributes as ``k=v, ...``, but those in ``skip``."""
+    attrs = classify(entry.case).items()
+    return ", ".join(f"{k}={v}" for k, v in attrs if ATTRIBUTE_DEFAULTS[k] != v and k not in skip)
 
 
 def issue_of(entries: Sequence[Entry], checked: Mapping[str, Checked | None] | None = None) -> Issue:
@@ -175,6 +178,10 @@ def issue_of(entries: Sequence[Entry], checked: Mapping[str, Checked | None] | N
     group = sorted(entries, key=_variant_order)
     first = group[0]
     replays = checked or {}
+    if backend_of(first.pass_name) == "onnxruntime":  # one entry per issue: no cause on record
+        notes = [a.line() for a in minimality(first.case, resolve_fold(first.pass_name))]
+        shown = _attributes(first, skip=("form",))  # every ONNX Runtime case is an ONNX model
+        return ort_issue(first, _actual(first, replays.get(first.signature)), notes, shown)
     words = wording(first.symptom, first.symptom_name)
     expected = words.expected
     wrong_numbers = (Symptom.OUT_OF_TOLERANCE, Symptom.FINITE_TO_NONFINITE)

@@ -19,9 +19,11 @@ binding, so what it runs is what the fuzzer ran.
 
 from __future__ import annotations
 
+from fuzz.backends import backend_of
 from fuzz.case import Case, Importer
 from fuzz.corpus import Entry
 from fuzz.oracle import Symptom
+from fuzz.ort_script import render_ort_script
 from fuzz.pipeline import FOLD, NEIGHBOURS
 from fuzz.program import MAIN, Binding, Function, parameter_names, program
 from fuzz.script_parts import array_name, array_source, bug_lines, onnx_model_lines, script_tensors
@@ -261,11 +263,14 @@ def _subject(entry: Entry) -> str:
 
 
 def render_script(entry: Entry, pass_expression: str | None = None) -> str:
-    """A standalone reproducer for ``entry``; see the module docstring.
+    """A standalone reproducer for ``entry``; see the module docstring (an entry found
+    against ONNX Runtime: :func:`fuzz.ort_script.render_ort_script`).
 
     ``pass_expression`` is the Python expression that makes the pass (default:
     upstream's, for entries found on it).
     """
+    if backend_of(entry.pass_name) == "onnxruntime":
+        return render_ort_script(entry)
     version = entry.provenance.get("tvm", "")
     title = f"Reproducer: {entry.signature} in {_subject(entry)}" + (f" (TVM {version})." if version else ".")
     lines = _header_lines([entry], title, entry.message)

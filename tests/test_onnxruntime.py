@@ -22,7 +22,12 @@ from fuzz.backends.onnxruntime import OrtFold, RuntimeRejects
 from fuzz.case import Case, Form, Importer
 from fuzz.check import check
 from fuzz.cli import main
+from fuzz.corpus import load_entry
+from fuzz.github import file_issues
 from fuzz.oracle import Symptom
+from fuzz.replay import replay
+from fuzz.report import issue_of
+from fuzz.script import render_script
 
 ROOT = Path(__file__).resolve().parent.parent
 EPS32 = float(np.float32(1e-5))
@@ -153,3 +158,54 @@ def test_a_campaign_finds_the_overflow_class(tmp_path: Path, capsys: pytest.Capt
     symptoms = {f["symptom"] for f in summary["findings"]}
     assert "finite-to-nonfinite" in symptoms, summary["findings"]
     assert len(list(out.glob("*.json"))) == len(summary["findings"])
+
+
+ORT_ENTRIES = sorted((ROOT / "corpus" / "onnxruntime").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", ORT_ENTRIES, ids=[p.name for p in ORT_ENTRIES])
+def test_an_entry_replays_as_it_expects(path: Path) -> None:
+    entry = load_entry(path)
+    assert entry.pass_name == "onnxruntime:basic" and entry.expect[entry.pass_name] == "fails"
+    for name, status in entry.expect.items():
+        assert replay(entry, name).as_expected, (name, status)
+
+
+def test_the_overflow_entry_s_issue_follows_onnx_runtime_s_template() -> None:
+    entry = load_entry(ROOT / "corpus" / "onnxruntime" / "finite-to-nonfinite_form=onnx_.json")
+    issue = issue_of([entry])
+    assert issue.project == "microsoft/onnxruntime" and issue.title.startswith(
+        "[Bug] Conv+BatchNormalization"
+    )
+    headings = [line for line in issue.body.splitlines() if line.startswith("### ")]
+    assert headings == [
+        "### Describe the issue", "### To reproduce", "### Urgency", "### Platform", "### OS Version",
+        "### ONNX Runtime Installation", "### ONNX Runtime Version or Commit ID", "### ONNX Runtime API",
+        "### Architecture", "### Execution Provider",
+    ]  # fmt: skip
+    assert "`ConvBNFusion` (`onnxruntime/core/optimizer/conv_bn_fusion.cc`)" in issue.body
+    assert "import tvm" not in issue.body
+    plans = file_issues([issue], _NoIssuesFiled(), apply=False, repo="apache/tvm").plans
+    assert [p.status for p in plans] == ["not filed"] and "--repo microsoft/onnxruntime" in plans[0].why
+
+
+class _NoIssuesFiled:
+    def filed_signatures(self) -> set[str]:
+        return set()
+
+    def create(self, title: str, body: str) -> str:
+        raise AssertionError("a dry run files nothing")
+
+
+@pytest.mark.slow
+def test_the_overflow_entry_s_script_needs_no_tvm(tmp_path: Path) -> None:
+    entry = load_entry(ROOT / "corpus" / "onnxruntime" / "finite-to-nonfinite_form=onnx_.json")
+    script = tmp_path / "repro.py"
+    script.write_text(render_script(entry))
+    blocked = "import sys, runpy; sys.modules['tvm'] = None; sys.modules['tvm_ffi'] = None; "
+    done = subprocess.run(
+        [sys.executable, "-c", blocked + f"runpy.run_path({str(script)!r}, run_name='__main__')"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "BUG: finite outputs became inf or NaN" in done.stdout

@@ -86,7 +86,9 @@ def _file_issues(args: argparse.Namespace) -> int:
         except EntryError as exc:
             raise UsageError(str(exc)) from None
     try:
-        filing = file_issues(issues(entries), GitHub(args.repo, token, args.api), apply=args.apply)
+        filing = file_issues(
+            issues(entries), GitHub(args.repo, token, args.api), apply=args.apply, repo=args.repo
+        )
     except GitHubError as exc:
         raise UsageError(f"GitHub API: {exc}") from None
     rule = "=" * 100
