@@ -43,7 +43,8 @@ def add_parsers(sub: Any) -> None:
         required=True,
         metavar="P",
         help="the pass under test: 'upstream' (TVM's FoldBatchnormToConv2D), 'fixed' (ours), "
-        "'identity' (changes nothing), or MODULE:ATTR naming a pass class, factory or instance",
+        "'identity' (changes nothing), MODULE:ATTR naming a pass class, factory or instance, or "
+        "'onnxruntime:basic' (also :extended, :all: ONNX Runtime's graph optimizer at that level)",
     )
     run.add_argument(
         "--must-fold",
