@@ -36,12 +36,11 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 import strategies
+from fuzz.backends import Fold, PassLike, Runner
 from fuzz.campaign import run_campaign
 from fuzz.case import BatchNormAttrs, Block, Case, Conv2dAttrs, Tensor, Topology
 from fuzz.check import check
 from fuzz.compile_cache import CompileCache
-from fuzz.execute import Runner
-from fuzz.passes import PassFactory
 from fuzz.pipeline import Pipeline
 
 __all__ = [
@@ -49,6 +48,7 @@ __all__ = [
     "collect_pipeline_cases",
     "collect_value_sets",
     "layer_case",
+    "run_backend_bench",
     "run_bench",
     "run_isolation_bench",
 ]
@@ -144,7 +144,7 @@ def run_isolation_bench(
 
 def _throughput(
     cases: Sequence[Case],
-    make_pass: PassFactory,
+    make_pass: PassLike,
     runner: Runner | None,
     seconds: float,
     *,
@@ -187,7 +187,7 @@ def layer_case(channels: int, spatial: int) -> Case:
 
 
 def run_bench(
-    make_pass: PassFactory,
+    make_pass: PassLike,
     *,
     seconds: float,
     seed: int = 0,
@@ -285,3 +285,34 @@ def run_bench(
         summary["first_hit_seconds"] = detection
     summary["total_seconds"] = round(time.perf_counter() - began, 1)
     return summary
+
+
+def run_backend_bench(
+    fold: Fold, *, seconds: float, seed: int = 0, log: Callable[[str], None] = lambda _: None
+) -> dict[str, Any]:
+    """Value sets per second for a backend without a compile cache (ONNX Runtime: a session
+    per value set): the fold's own cases checked one after another as a campaign checks
+    them, then a campaign of ``seconds``. Returns a JSON-ready summary."""
+    began = time.perf_counter()
+    count = max(MIN_BATCHES, math.ceil(seconds * 400))  # more than a backend checks in ``seconds``
+    log(f"drawing {count} value sets from the fold's cases")
+    cases = _draw(fold.cases(), count, seed)
+    log(f"checking them for {seconds:.0f} s")
+    n, spent = _throughput(cases, fold, None, seconds)
+    log(f"campaign for {seconds:.0f} s")
+    result = run_campaign(fold, budget_seconds=seconds, seed=seed)
+    shrinking = sum(hit.shrink_seconds for hit in result.hits)
+    return {
+        "framework": f"{fold.backend} {fold.version()}",
+        "value_sets_drawn": len(cases),
+        "checked": {"value_sets": n, "seconds": round(spent, 2), "per_second": round(n / spent, 2)},
+        "campaign": {
+            "value_sets": result.examples,
+            "seconds": round(result.seconds, 2),
+            "per_second": round(result.examples / result.seconds, 2),
+            "shrink_seconds": round(shrinking, 2),
+            "searching_per_second": round(result.examples / max(result.seconds - shrinking, 1e-9), 2),
+            "findings": len(result.hits),
+        },
+        "total_seconds": round(time.perf_counter() - began, 1),
+    }

@@ -209,3 +209,17 @@ def test_the_overflow_entry_s_script_needs_no_tvm(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 1, done.stdout + done.stderr
     assert "BUG: finite outputs became inf or NaN" in done.stdout
+
+
+@pytest.mark.slow
+def test_bench_has_a_row_for_onnxruntime(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--pass", "onnxruntime:basic", "--seconds", "1", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["framework"].startswith("onnxruntime ")
+    assert summary["checked"]["value_sets"] >= 1 and summary["checked"]["per_second"] > 0
+    assert summary["campaign"]["value_sets"] >= 1
+
+
+def test_bench_options_of_tvm_alone_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--pass", "onnxruntime:basic", "--isolation"]) == 2
+    assert "for TVM's passes" in capsys.readouterr().err

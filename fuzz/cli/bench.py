@@ -135,11 +135,13 @@ def _time_to_find(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from fuzz.bench import run_bench, run_isolation_bench
+    from fuzz.bench import run_backend_bench, run_bench, run_isolation_bench
 
     if args.time_to_find:
         return _time_to_find(args)
     make_pass = resolve(args.pass_name)
+    if make_pass.backend != "tvm" and (args.isolation or args.campaign_seconds):
+        raise UsageError(f"--isolation and --campaign-seconds are for TVM's passes, not {args.pass_name}")
     if args.isolation:
         result = run_isolation_bench(
             args.pass_name,
@@ -156,6 +158,15 @@ def _bench(args: argparse.Namespace) -> int:
                 f"isolated / in-process = {result['ratio']} overall, "
                 f"{result['ratio_warm']} after the first round"
             )
+        return EXIT_CLEAN
+    if make_pass.backend != "tvm":  # no compile cache, no growth table: checks and a campaign
+        summary = run_backend_bench(
+            make_pass,
+            seconds=args.seconds,
+            seed=args.seed,
+            log=lambda message: print(f"bench: {message}", file=sys.stderr, flush=True),
+        )
+        print(json.dumps(summary, indent=2) if args.json else tables.backend_bench_table(summary))
         return EXIT_CLEAN
     summary = run_bench(
         make_pass,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "backend_bench_table",
     "bench_table",
     "layer_table",
     "native_log_line",
@@ -100,6 +101,21 @@ def time_to_find_table(summary: dict[str, Any], seeds: int, budget: float) -> st
     if "control_flagged" in summary:
         emit(f"  control (fixed) flagged in {len(summary['control_flagged'])} of {seeds} seeds")
     return "\n".join(out)
+
+
+def backend_bench_table(summary: dict[str, Any]) -> str:
+    """``bnfuzz bench`` for a backend without a compile cache: checks and a campaign."""
+    checked, campaign = summary["checked"], summary["campaign"]
+    return "\n".join(
+        [
+            f"{summary['framework']}: {checked['value_sets']} value sets checked in "
+            f"{checked['seconds']:.1f} s = {checked['per_second']:.1f}/s",
+            f"campaign: {campaign['value_sets']} value sets in {campaign['seconds']:.1f} s = "
+            f"{campaign['per_second']:.1f}/s, {campaign['searching_per_second']:.1f}/s while searching "
+            f"({campaign['shrink_seconds']:.1f} s shrinking {campaign['findings']} findings)",
+            f"whole run: {summary['total_seconds']:.0f} s",
+        ]
+    )
 
 
 def bench_table(summary: dict[str, Any]) -> str:
