@@ -54,7 +54,9 @@ def run_table(summary: dict[str, Any]) -> str:
     for r in rows:
         emit("  ".join(c.ljust(w) for c, w in zip(r[:4], widths, strict=True)) + "  " + r[4])
     if summary["lowering"]:
-        emit("findings against TVM's lowering (the unfolded program, not the pass):")
+        framework = summary.get("framework") or "TVM"
+        runtime = "TVM's lowering" if framework.startswith("TVM") else f"{framework}'s own kernels"
+        emit(f"findings against {runtime} (the unfolded program, not the pass):")
         for sig, n in summary["lowering"].items():
             emit(f"  {sig}: {n}")
     if summary.get("gated"):
