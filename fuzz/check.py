@@ -34,6 +34,8 @@ class Checked:
     verdict: Verdict
     pipeline: Pipeline | None = None
     gated: tuple[str, ...] = ()
+    #: the backend of the fold it went through (:mod:`fuzz.backends`)
+    backend: str = "tvm"
 
 
 def check(
@@ -64,7 +66,8 @@ def check(
     if pipeline is None:
         execution = fold.execute(case, runner, unchanged=lowering, baseline_needed=needed)
         complete = fold.complete_fold if must_fold is None else must_fold
-        return Checked(case, execution, ref, judge(case, execution, ref, must_fold=complete))
+        verdict = judge(case, execution, ref, must_fold=complete)
+        return Checked(case, execution, ref, verdict, backend=fold.backend)
     if pipeline.mixed_precision:  # outputs judged by shape alone, against the unfolded ones
         needed = None
     execution = fold.execute(case, runner, pipeline=pipeline, unchanged=lowering, baseline_needed=needed)
@@ -74,4 +77,4 @@ def check(
         mismatch = fold.sequential_mismatch(case, pipeline)
         if mismatch is not None:
             verdict = replace(verdict, findings=(Finding(Symptom.SEQUENTIAL_MISMATCH, Stage.PASS, mismatch),))
-    return Checked(case, execution, ref, verdict, pipeline, skipped)
+    return Checked(case, execution, ref, verdict, pipeline, skipped, fold.backend)

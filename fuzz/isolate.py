@@ -29,6 +29,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from fuzz.backends import backend_of
 from fuzz.case import Case
 from fuzz.check import Checked, check
 from fuzz.errors import BnfuzzError
@@ -214,7 +215,7 @@ class IsolatedChecker:
             self._worker = None
             if self._spare is None:
                 self._spare = self._spawn()
-            return _crash_checked(case, pipeline, died)
+            return _crash_checked(case, pipeline, died, backend_of(self.pass_name))
         kind, payload = reply
         if kind == "raise":
             raise payload
@@ -241,7 +242,7 @@ class IsolatedChecker:
         return _Died(Symptom.CRASH, message, error_type, worker.stderr_since(mark))
 
 
-def _crash_checked(case: Case, pipeline: Pipeline | None, died: _Died) -> Checked:
+def _crash_checked(case: Case, pipeline: Pipeline | None, died: _Died, backend: str) -> Checked:
     """A :class:`Checked` for a case whose worker died: nothing ran to completion."""
     failure = Failure(Stage.RUN, died.error_type or died.symptom.value, died.message)
     execution = Execution(
@@ -254,7 +255,7 @@ def _crash_checked(case: Case, pipeline: Pipeline | None, died: _Died) -> Checke
         build_seconds=0.0,
     )
     finding = Finding(died.symptom, Stage.WORKER, died.message, died.error_type, stderr=died.stderr)
-    return Checked(case, execution, reference(case), Verdict((finding,)), pipeline)
+    return Checked(case, execution, reference(case), Verdict((finding,)), pipeline, backend=backend)
 
 
 def _main(argv: list[str]) -> None:

@@ -40,13 +40,17 @@ class Signature:
     essentials: tuple[tuple[str, str], ...]
     #: the shrunk pipeline, or None: the pass under test alone
     pipeline: Pipeline | None = None
+    #: the backend of the fold (:mod:`fuzz.backends`): a bug of one is never another's
+    backend: str = "tvm"
 
     @classmethod
-    def of(cls, finding: Finding, case: Case, pipeline: Pipeline | None = None) -> Signature:
-        attrs = classify(case)
+    def of(
+        cls, finding: Finding, case: Case, pipeline: Pipeline | None = None, backend: str = "tvm"
+    ) -> Signature:
+        attrs = _attributes(case, backend)
         essentials = tuple((k, v) for k, v in attrs.items() if ATTRIBUTE_DEFAULTS[k] != v)
         shrunk = None if pipeline is None or pipeline == DEFAULT_PIPELINE else pipeline
-        return cls(finding.symptom, finding.error_type, essentials, shrunk)
+        return cls(finding.symptom, finding.error_type, essentials, shrunk, backend)
 
     @property
     def key(self) -> tuple[Symptom, str]:
@@ -55,7 +59,7 @@ class Signature:
     def covers(self, finding: Finding, case: Case, pipeline: Pipeline | None = None) -> bool:
         if (finding.symptom, finding.error_type) != self.key:
             return False
-        attrs = classify(case)
+        attrs = _attributes(case, self.backend)
         if not self.essentials and self.pipeline is None:
             default_pipeline = pipeline is None or pipeline == DEFAULT_PIPELINE
             return default_pipeline and all(ATTRIBUTE_DEFAULTS[k] == v for k, v in attrs.items())
@@ -64,8 +68,18 @@ class Signature:
         return all(attrs[k] == v for k, v in self.essentials)
 
     def __str__(self) -> str:
-        head = self.symptom.value + (f":{self.error_type}" if self.error_type else "")
+        head = "" if self.backend == "tvm" else f"{self.backend}:"
+        head += self.symptom.value + (f":{self.error_type}" if self.error_type else "")
         shown = self.essentials + ((("pipeline", self.pipeline.label),) if self.pipeline else ())
         if shown:
             head += "[" + ",".join(f"{k}={v}" for k, v in shown) + "]"
         return head
+
+
+def _attributes(case: Case, backend: str) -> dict[str, str]:
+    """The classifying attributes that tell bugs apart on ``backend``: all of them for TVM;
+    for a backend that takes ONNX models only, all but the form (always ``onnx`` there)."""
+    attrs = classify(case)
+    if backend != "tvm":
+        attrs = {k: v for k, v in attrs.items() if k != "form"}
+    return attrs

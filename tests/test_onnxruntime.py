@@ -28,6 +28,7 @@ from fuzz.oracle import Symptom
 from fuzz.replay import replay
 from fuzz.report import issue_of
 from fuzz.script import render_script
+from fuzz.signature import Signature
 
 ROOT = Path(__file__).resolve().parent.parent
 EPS32 = float(np.float32(1e-5))
@@ -172,7 +173,7 @@ def test_an_entry_replays_as_it_expects(path: Path) -> None:
 
 
 def test_the_overflow_entry_s_issue_follows_onnx_runtime_s_template() -> None:
-    entry = load_entry(ROOT / "corpus" / "onnxruntime" / "finite-to-nonfinite_form=onnx_.json")
+    entry = load_entry(ROOT / "corpus" / "onnxruntime" / "onnxruntime_finite-to-nonfinite.json")
     issue = issue_of([entry])
     assert issue.project == "microsoft/onnxruntime" and issue.title.startswith(
         "[Bug] Conv+BatchNormalization"
@@ -199,7 +200,7 @@ class _NoIssuesFiled:
 
 @pytest.mark.slow
 def test_the_overflow_entry_s_script_needs_no_tvm(tmp_path: Path) -> None:
-    entry = load_entry(ROOT / "corpus" / "onnxruntime" / "finite-to-nonfinite_form=onnx_.json")
+    entry = load_entry(ROOT / "corpus" / "onnxruntime" / "onnxruntime_finite-to-nonfinite.json")
     script = tmp_path / "repro.py"
     script.write_text(render_script(entry))
     blocked = "import sys, runpy; sys.modules['tvm'] = None; sys.modules['tvm_ffi'] = None; "
@@ -223,3 +224,14 @@ def test_bench_has_a_row_for_onnxruntime(capsys: pytest.CaptureFixture[str]) -> 
 def test_bench_options_of_tvm_alone_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--pass", "onnxruntime:basic", "--isolation"]) == 2
     assert "for TVM's passes" in capsys.readouterr().err
+
+
+def test_signatures_keep_backends_apart() -> None:
+    case = onnx_case(**ONE, values={"x": 0.0, "weight": 1e30, "gamma": 1e10, "mean": 1.0, "var": 1.0})
+    finding = check(case, BASIC).verdict.primary
+    assert finding is not None
+    ort_signature = Signature.of(finding, case, None, "onnxruntime")
+    tvm_signature = Signature.of(finding, case)
+    assert str(ort_signature) == "onnxruntime:finite-to-nonfinite"  # the form is ONNX Runtime's own
+    assert str(tvm_signature) == "finite-to-nonfinite[form=onnx]"
+    assert ort_signature.covers(finding, case) and tvm_signature.covers(finding, case)
