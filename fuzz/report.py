@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from fuzz.attributes import ATTRIBUTE_DEFAULTS, classify
-from fuzz.backends import backend_of, resolve_fold
+from fuzz.backends import MODEL_TOOLS, backend_of, resolve_fold
 from fuzz.causes import cause_of, root_cause
 from fuzz.check import Checked, check
 from fuzz.corpus import Entry
@@ -30,6 +30,7 @@ from fuzz.ort_issue import ort_issue
 from fuzz.pipeline import FOLD
 from fuzz.results import Outputs
 from fuzz.script import pipeline_text, render_group_script, render_script
+from fuzz.tool_issue import tool_issue
 from fuzz.wording import wording
 
 __all__ = ["issue_of", "issues", "render_issue", "render_script"]
@@ -178,10 +179,13 @@ def issue_of(entries: Sequence[Entry], checked: Mapping[str, Checked | None] | N
     group = sorted(entries, key=_variant_order)
     first = group[0]
     replays = checked or {}
-    if backend_of(first.pass_name) == "onnxruntime":  # one entry per issue: no cause on record
+    if backend_of(first.pass_name) != "tvm":  # one entry per issue: no cause on record
         notes = [a.line() for a in minimality(first.case, resolve_fold(first.pass_name))]
-        shown = _attributes(first, skip=("form",))  # every ONNX Runtime case is an ONNX model
-        return ort_issue(first, _actual(first, replays.get(first.signature)), notes, shown)
+        shown = _attributes(first, skip=("form",))  # every case there is an ONNX model
+        what = _actual(first, replays.get(first.signature))
+        if first.pass_name in MODEL_TOOLS:
+            return tool_issue(first, what, notes, shown)
+        return ort_issue(first, what, notes, shown)
     words = wording(first.symptom, first.symptom_name)
     expected = words.expected
     wrong_numbers = (Symptom.OUT_OF_TOLERANCE, Symptom.FINITE_TO_NONFINITE)

@@ -19,7 +19,7 @@ binding, so what it runs is what the fuzzer ran.
 
 from __future__ import annotations
 
-from fuzz.backends import backend_of
+from fuzz.backends import MODEL_TOOLS, backend_of
 from fuzz.case import Case, Importer
 from fuzz.corpus import Entry
 from fuzz.oracle import Symptom
@@ -27,6 +27,7 @@ from fuzz.ort_script import render_ort_script
 from fuzz.pipeline import FOLD, NEIGHBOURS
 from fuzz.program import MAIN, Binding, Function, parameter_names, program
 from fuzz.script_parts import array_name, array_source, bug_lines, onnx_model_lines, script_tensors
+from fuzz.tool_script import render_tool_script
 from fuzz.wording import wording
 
 __all__ = ["PASS_EXPRESSIONS", "pipeline_text", "render_group_script", "render_script"]
@@ -271,6 +272,8 @@ def render_script(entry: Entry, pass_expression: str | None = None) -> str:
     """
     if backend_of(entry.pass_name) == "onnxruntime":
         return render_ort_script(entry)
+    if entry.pass_name in MODEL_TOOLS:
+        return render_tool_script(entry)
     version = entry.provenance.get("tvm", "")
     title = f"Reproducer: {entry.signature} in {_subject(entry)}" + (f" (TVM {version})." if version else ".")
     lines = _header_lines([entry], title, entry.message)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from correct_fold import CorrectFold
 from hypothesis import Phase, event, given, settings
+from hypothesis import strategies as st
 
 import strategies
 from fuzz.backends import resolve_fold
@@ -126,3 +127,16 @@ def test_onnxruntime_unfolded_run_is_within_its_bound(case: Case) -> None:
         event("onnxruntime unfolded: the kernel's own BatchNormalization constants out of range")
         return
     assert misses == [], misses[0].message if misses else ""
+
+
+@pytest.mark.xfail(strict=True, reason="each ONNX model tool overflows folded weights (docs/backends.md)")
+@pytest.mark.parametrize("name", ["onnxoptimizer", "onnxslim", "onnxsim"])
+# a hit is enough: no shrinking; up to 600 examples, as the first hit may need hundreds (the
+# test ends at it)
+@settings(phases=[Phase.explicit, Phase.reuse, Phase.generate], max_examples=600)
+@given(data=st.data())
+def test_model_tool_has_no_finding(name: str, data: st.DataObject) -> None:
+    fold = resolve_fold(name)
+    case = data.draw(fold.cases())
+    verdict = check(case, fold).verdict
+    assert verdict.primary is None, verdict.primary

@@ -4,7 +4,8 @@ A :class:`Fold` is one fold under test, resolved from the name given on the comm
 (:func:`resolve_fold`): TVM Relax's passes (``upstream``, ``fixed``, ``identity``,
 ``mutant:NAME``, ``MODULE:ATTR``; :mod:`fuzz.backends.tvm`) or ONNX Runtime's graph
 optimizer at a level (``onnxruntime:basic``, ``:extended``, ``:all``;
-:mod:`fuzz.backends.onnxruntime`). A fold materialises a case in its framework, runs it
+:mod:`fuzz.backends.onnxruntime`), or an ONNX model tool (``onnxoptimizer``, ``onnxslim``,
+``onnxsim``; :mod:`fuzz.backends.onnx_tools`). A fold materialises a case in its framework, runs it
 unfolded and folded, and returns what happened as the framework-free values of
 :mod:`fuzz.results` (:class:`~fuzz.results.Execution`); the reference, the oracle, the
 campaign, the minimiser and the reports take it from there and import no framework.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from fuzz.errors import BnfuzzError
@@ -31,8 +33,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BACKENDS",
+    "MODEL_TOOLS",
     "BackendMissing",
     "Fold",
+    "ModelTool",
     "PassLike",
     "Runner",
     "as_fold",
@@ -95,11 +99,52 @@ class Fold(Protocol):
 #: A fold, or a zero-argument factory of fresh TVM passes (a TVM fold without a name).
 PassLike = Fold | Callable[[], Any]
 
+
+@dataclass(frozen=True)
+class ModelTool:
+    """An ONNX model tool as its users call it, and what its reports name (no framework
+    imported: reproducer scripts and issues are written from this)."""
+
+    #: the Python module to import
+    module: str
+    #: the documented default call on ``model``, as Python source (the backend runs this
+    #: text, the reproducer script prints it)
+    call: str
+    #: its GitHub repository, whose tracker its issues go to
+    project: str
+    #: the code that folds, as the issue names it
+    at_fault: str
+
+
+#: Model tool name (``--pass NAME``) -> how it is called.
+MODEL_TOOLS: dict[str, ModelTool] = {
+    "onnxoptimizer": ModelTool(
+        "onnxoptimizer",
+        "onnxoptimizer.optimize(model)",
+        "onnx/optimizer",
+        "the `fuse_bn_into_conv` pass (`onnxoptimizer/passes/fuse_bn_into_conv.h`), one of the "
+        "default passes of `optimize`",
+    ),
+    "onnxslim": ModelTool(
+        "onnxslim",
+        "onnxslim.slim(model)",
+        "inisis/OnnxSlim",
+        "the Conv+BatchNormalization fusion pattern (`onnxslim/core/pattern/fusion/convbn.py`)",
+    ),
+    "onnxsim": ModelTool(
+        "onnxsim",
+        "onnxsim.simplify(model)[0]",
+        "daquexian/onnx-simplifier",
+        "onnxoptimizer's `fuse_bn_into_conv` pass, which `simplify` runs by default (`skip_fuse_bn=False`)",
+    ),
+}
+
 #: Backend name -> (its module, the extra of this project that installs its framework).
 #: Names of TVM, the first backend, carry no prefix.
 BACKENDS: dict[str, tuple[str, str]] = {
     "tvm": ("fuzz.backends.tvm", "test"),
     "onnxruntime": ("fuzz.backends.onnxruntime", "onnxruntime"),
+    **{name: ("fuzz.backends.onnx_tools", "onnx-tools") for name in MODEL_TOOLS},
 }
 
 
@@ -108,8 +153,11 @@ class BackendMissing(BnfuzzError):
 
 
 def backend_of(name: str) -> str:
-    """The backend a fold name belongs to: its prefix where that names a backend
-    (``onnxruntime:basic``), else TVM (``upstream``, ``mutant:NAME``, ``MODULE:ATTR``)."""
+    """The backend a fold name belongs to: a model tool's name (``onnxslim``), or a prefix
+    that names a backend (``onnxruntime:basic``), else TVM (``upstream``, ``mutant:NAME``,
+    ``MODULE:ATTR``)."""
+    if name in MODEL_TOOLS:
+        return name
     prefix, colon, _ = name.partition(":")
     return prefix if colon and prefix in BACKENDS and prefix != "tvm" else "tvm"
 

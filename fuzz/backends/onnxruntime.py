@@ -1,11 +1,13 @@
-"""ONNX Runtime, the second backend: its graph optimizer's Conv+BatchNormalization fusion.
+"""ONNX Runtime, the second backend: its graph optimizer's Conv+BatchNormalization fusion;
+and what every ONNX backend shares (:class:`OnnxFold`).
 
 A case is written as an ONNX model (:func:`fuzz.onnx_graph.onnx_model`, the graph an
-exporter writes) and run twice on the CPU execution provider: unfolded, with
-``ORT_DISABLE_ALL``, and folded, at the level the fold names (``onnxruntime:basic``:
-``ORT_ENABLE_BASIC``, where ``ConvBNFusion`` runs and which every ``InferenceSession``
-uses by default; ``:extended``, ``:all``). The optimized graph is read back
-(``optimized_model_filepath``) to count what was fused.
+exporter writes) and run on the CPU execution provider. The unfolded run is the model with
+``ORT_DISABLE_ALL``. For ONNX Runtime's own fold (:class:`OrtFold`) the folded run is the
+same model at the level the fold names (``onnxruntime:basic``: ``ORT_ENABLE_BASIC``, where
+``ConvBNFusion`` runs and which every ``InferenceSession`` uses by default; ``:extended``,
+``:all``), and the optimized graph is read back (``optimized_model_filepath``) to count what
+was fused; the model tools (:mod:`fuzz.backends.onnx_tools`) rewrite the model instead.
 
 What a failure is: a session the runtime refuses, or a run that raises, is a finding of
 the folded run only where the unfolded run of the same model succeeded; where the
@@ -38,7 +40,19 @@ from fuzz.pipeline import Pipeline
 from fuzz.program import named_tensors
 from fuzz.results import Execution, Failure, Outputs, Stage
 
-__all__ = ["DTYPES", "LEVELS", "OP_NAMES", "OrtFold", "RuntimeRejects", "count_ops", "resolve"]
+__all__ = [
+    "DISABLE_ALL",
+    "DTYPES",
+    "LEVELS",
+    "OP_NAMES",
+    "FoldFailed",
+    "OnnxFold",
+    "OrtFold",
+    "RuntimeRejects",
+    "count_ops",
+    "resolve",
+    "session",
+]
 
 #: Fold names after ``onnxruntime:`` and the optimization level each runs at.
 LEVELS: dict[str, Any] = {
@@ -46,6 +60,8 @@ LEVELS: dict[str, Any] = {
     "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
     "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
 }
+#: The level of every unfolded run (and of a model tool's output).
+DISABLE_ALL = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
 #: The dtypes the CPU execution provider has a Conv for (no float64 Conv kernel; float16
 #: runs through inserted casts to float32).
 DTYPES = ("float32", "float16")
@@ -66,6 +82,15 @@ class RuntimeRejects(BnfuzzError, ValueError):
     """ONNX Runtime cannot run the case even unfolded: the case is outside this backend."""
 
 
+class FoldFailed(Exception):
+    """The fold failed at ``stage`` (the pass itself, or the model it wrote)."""
+
+    def __init__(self, stage: Stage, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.stage = stage
+        self.cause = cause
+
+
 def count_ops(model: Any) -> dict[str, int]:
     """How many nodes of each counted operator the model's graph has (see :data:`OP_NAMES`)."""
     counts = dict.fromkeys(dict.fromkeys(OP_NAMES.values()), 0)
@@ -75,19 +100,21 @@ def count_ops(model: Any) -> dict[str, int]:
     return counts
 
 
-def _session(model: bytes, level: Any, optimized: Path | None) -> Any:
+def session(model: bytes, level: Any, optimized: Path | None = None) -> Any:
+    """An ``InferenceSession`` on the CPU provider at ``level``, one thread (the same bits
+    every run), errors only in its log; ``optimized``: where to write the optimized model."""
     options = ort.SessionOptions()
     options.graph_optimization_level = level
-    options.intra_op_num_threads = 1  # one thread: the same bits every run
-    options.log_severity_level = 3  # errors only
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 3
     if optimized is not None:
         options.optimized_model_filepath = str(optimized)
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
-def _run(session: Any, feeds: dict[str, np.ndarray[Any, Any]]) -> Outputs | Failure:
+def _run(runnable: Any, feeds: dict[str, np.ndarray[Any, Any]]) -> Outputs | Failure:
     try:
-        results = session.run(None, feeds)
+        results = runnable.run(None, feeds)
     except Exception as exc:
         return Failure.from_exception(Stage.RUN, exc)
     arrays = [np.asarray(r) for r in results]
@@ -98,14 +125,30 @@ def _run(session: Any, feeds: dict[str, np.ndarray[Any, Any]]) -> Outputs | Fail
     )
 
 
+def _unfolded(data: bytes, feeds: dict[str, np.ndarray[Any, Any]]) -> Outputs:
+    try:
+        unfolded = session(data, DISABLE_ALL)
+    except Exception as exc:
+        raise RuntimeRejects(f"ONNX Runtime refuses the unfolded model: {exc}") from None
+    outputs = _run(unfolded, feeds)
+    if isinstance(outputs, Failure):
+        raise RuntimeRejects(f"ONNX Runtime cannot run the unfolded model: {outputs.message}")
+    return outputs
+
+
 @dataclass(frozen=True)
-class OrtFold:
-    """ONNX Runtime's graph optimizer at one level, as a :class:`fuzz.backends.Fold`."""
+class OnnxFold:
+    """What every ONNX backend shares: the case as a model, the unfolded run, the cases
+    drawn, the judgement's facts. A backend says how it folds (:meth:`fold`)."""
 
     name: str
-    level: Any
+    backend: str
     complete_fold: bool = False
-    backend: str = "onnxruntime"
+
+    def fold(self, model: bytes, folder: Path) -> tuple[Any, Any]:
+        """The model after the fold (a ModelProto, to count its operators) and a session
+        that runs it; :class:`FoldFailed` where the fold or its model fails."""
+        raise NotImplementedError
 
     def execute(
         self,
@@ -118,29 +161,28 @@ class OrtFold:
         baseline_needed: Callable[[Outputs], bool] | None = None,
     ) -> Execution:
         """Run ``case`` unfolded and folded (see the module docstring). ``idempotence`` does
-        not apply (the optimizer runs once per session); ``unchanged=False`` runs nothing
-        where the optimizer left the graph's operators as they were."""
+        not apply (each fold runs once); ``unchanged=False`` runs nothing where the fold left
+        the graph's operators as they were."""
         if pipeline is not None:
             raise UsageError("pipelines are TVM's: --pipelines needs a TVM pass")
         if case.form.importer is not Importer.ONNX:
-            raise RuntimeRejects("ONNX Runtime takes a case of the ONNX form only")
+            raise RuntimeRejects(f"{self.backend} takes a case of the ONNX form only")
         model = onnx_model(case)
         data = model.SerializeToString()
         tensors = named_tensors(case)
         feeds = {name: tensors[name].numpy() for name, _, _ in onnx_graph(case).inputs}
         before = count_ops(model)
-        with tempfile.TemporaryDirectory(prefix="bnfuzz-ort-") as folder:
+        with tempfile.TemporaryDirectory(prefix="bnfuzz-onnx-") as folder:
             start = time.perf_counter()
             try:
-                folded_session = _session(data, self.level, Path(folder) / "optimized.onnx")
-            except Exception as exc:
-                self._unfolded(data, feeds)  # raises RuntimeRejects where that fails too
-                failure = Failure.from_exception(Stage.PASS, exc)
+                written, folded_session = self.fold(data, Path(folder))
+            except FoldFailed as failed:
+                _unfolded(data, feeds)  # raises RuntimeRejects where that fails too
+                failure = Failure.from_exception(failed.stage, failed.cause)
                 return Execution(None, failure, False, False, None, time.perf_counter() - start, 0.0)
             pass_seconds = time.perf_counter() - start
-            optimized = onnx.load(str(Path(folder) / "optimized.onnx"))
-        after = count_ops(optimized)
-        ops = ([n.op_type for n in model.graph.node], [n.op_type for n in optimized.graph.node])
+        after = count_ops(written)
+        ops = ([n.op_type for n in model.graph.node], [n.op_type for n in written.graph.node])
         changed = ops[0] != ops[1]
         fired = after["batch_norm"] < before["batch_norm"]
         counts = (before, after)
@@ -151,19 +193,9 @@ class OrtFold:
         if baseline_needed is not None and isinstance(folded, Outputs) and not baseline_needed(folded):
             seconds = time.perf_counter() - start
             return Execution(None, folded, changed, fired, None, pass_seconds, seconds, counts, True)
-        baseline = self._unfolded(data, feeds)
+        baseline = _unfolded(data, feeds)
         seconds = time.perf_counter() - start
         return Execution(baseline, folded, changed, fired, None, pass_seconds, seconds, counts)
-
-    def _unfolded(self, data: bytes, feeds: dict[str, np.ndarray[Any, Any]]) -> Outputs:
-        try:
-            session = _session(data, ort.GraphOptimizationLevel.ORT_DISABLE_ALL, None)
-        except Exception as exc:
-            raise RuntimeRejects(f"ONNX Runtime refuses the unfolded model: {exc}") from None
-        outputs = _run(session, feeds)
-        if isinstance(outputs, Failure):
-            raise RuntimeRejects(f"ONNX Runtime cannot run the unfolded model: {outputs.message}")
-        return outputs
 
     def cases(self) -> SearchStrategy[Case]:
         """Cases ONNX says and the CPU provider runs: the ONNX form, its topologies, float32
@@ -188,6 +220,20 @@ class OrtFold:
         return None
 
 
+@dataclass(frozen=True)
+class OrtFold(OnnxFold):
+    """ONNX Runtime's graph optimizer at one level, as a :class:`fuzz.backends.Fold`."""
+
+    level: Any = None
+
+    def fold(self, model: bytes, folder: Path) -> tuple[Any, Any]:
+        try:
+            folded = session(model, self.level, folder / "optimized.onnx")
+        except Exception as exc:
+            raise FoldFailed(Stage.PASS, exc) from None
+        return onnx.load(str(folder / "optimized.onnx")), folded
+
+
 def resolve(name: str, *, complete_fold: bool | None = None) -> OrtFold:
     """``onnxruntime:LEVEL`` as a fold; an unknown level is a :class:`fuzz.errors.UsageError`."""
     level = name.partition(":")[2]
@@ -196,4 +242,4 @@ def resolve(name: str, *, complete_fold: bool | None = None) -> OrtFold:
             f"unknown fold {name!r}: ONNX Runtime's levels are "
             + ", ".join(f"onnxruntime:{lv}" for lv in LEVELS)
         )
-    return OrtFold(name, LEVELS[level], bool(complete_fold))
+    return OrtFold(name=name, backend="onnxruntime", complete_fold=bool(complete_fold), level=LEVELS[level])

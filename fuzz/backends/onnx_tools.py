@@ -1,0 +1,69 @@
+"""The ONNX model tools, as backends: onnxoptimizer, onnxslim and onnxsim (the table is
+:data:`fuzz.backends.MODEL_TOOLS`), each called as its users call it (the documented
+default), the model it writes run on ONNX Runtime with every graph optimization off,
+against the model it was given run the same way: what differs is the tool's rewrite alone.
+
+A tool that raises on a model ONNX Runtime runs is a finding at the ``pass`` stage; a model
+it writes that ONNX Runtime refuses, at ``build``. What a tool prints, and NumPy's overflow
+warnings from its constant arithmetic, are not shown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import io
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from fuzz.backends import MODEL_TOOLS, BackendMissing, ModelTool
+from fuzz.backends.onnxruntime import DISABLE_ALL, FoldFailed, OnnxFold, session
+from fuzz.results import Stage
+
+__all__ = ["ToolFold", "resolve"]
+
+
+@dataclass(frozen=True)
+class ToolFold(OnnxFold):
+    """A model tool as a :class:`fuzz.backends.Fold`."""
+
+    tool: ModelTool | None = None
+    module: Any = None
+
+    def fold(self, model: bytes, folder: Path) -> tuple[Any, Any]:
+        assert self.tool is not None
+        given = onnx.ModelProto()
+        given.ParseFromString(model)
+        try:
+            with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+                warnings.simplefilter("ignore")
+                # the call exactly as the reproducer script writes it
+                written = eval(self.tool.call, {self.tool.module: self.module, "model": given})
+        except Exception as exc:
+            raise FoldFailed(Stage.PASS, exc) from None
+        try:
+            folded = session(written.SerializeToString(), DISABLE_ALL)
+        except Exception as exc:
+            raise FoldFailed(Stage.BUILD, exc) from None
+        return written, folded
+
+    def version(self) -> str:
+        return str(getattr(self.module, "__version__", "unknown")).removeprefix("v")
+
+
+def resolve(name: str, *, complete_fold: bool | None = None) -> ToolFold:
+    """The tool named ``name`` as a fold; :class:`fuzz.backends.BackendMissing` if it is not
+    installed."""
+    tool = MODEL_TOOLS[name]
+    try:
+        module = importlib.import_module(tool.module)
+    except ImportError:
+        raise BackendMissing(
+            f"the {name} backend needs {tool.module!r}, which is not installed: "
+            "pip install -e '.[onnx-tools]' (or `make setup`) installs it"
+        ) from None
+    return ToolFold(name=name, backend=name, complete_fold=bool(complete_fold), tool=tool, module=module)

@@ -1,0 +1,150 @@
+"""The ONNX model tools as backends (onnxoptimizer, onnxslim, onnxsim): hand-made cases with
+a known verdict either way, a missing tool, the command line, reproducers and issues."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from cases import make_case
+
+from fuzz.backends import MODEL_TOOLS, backend_of, resolve_fold
+from fuzz.backends.onnx_tools import ToolFold
+from fuzz.case import Case, Form, Importer
+from fuzz.check import check
+from fuzz.cli import main
+from fuzz.corpus import Entry
+from fuzz.oracle import Symptom
+from fuzz.report import issue_of
+from fuzz.results import Stage
+from fuzz.script import render_script
+
+ROOT = Path(__file__).resolve().parent.parent
+EPS32 = float(np.float32(1e-5))
+ONE = {"c_in": 1, "c_out": 1, "height": 1, "width": 1, "kh": 1, "kw": 1}
+TOOLS = sorted(MODEL_TOOLS)
+#: W * gamma / sqrt(var + eps) = 1e30 * 1e10 overflows float32; x = 0 makes the conv 0, so
+#: the model as given outputs beta - mean * s = -1e10, a folded one inf * 0 = NaN
+OVERFLOW = {"x": 0.0, "weight": 1e30, "gamma": 1e10, "mean": 1.0, "var": 1.0}
+
+
+def onnx_case(**kwargs: Any) -> Case:
+    return make_case(form=Form(Importer.ONNX), epsilon=EPS32, **kwargs)
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_a_tool_name_resolves_to_its_backend(name: str) -> None:
+    fold = resolve_fold(name)
+    assert isinstance(fold, ToolFold) and fold.backend == name == backend_of(name)
+    assert fold.version()[0].isdigit() and not fold.complete_fold
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_a_plain_case_has_no_finding(name: str) -> None:
+    checked = check(onnx_case(), resolve_fold(name))
+    assert checked.verdict.findings == () and checked.verdict.lowering == ()
+    assert checked.execution.fired  # every tool folds this batch norm
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_folded_weights_out_of_range_turn_a_finite_output_into_nan(name: str) -> None:
+    finding = check(onnx_case(**ONE, values=OVERFLOW), resolve_fold(name)).verdict.primary
+    assert finding is not None and finding.symptom is Symptom.FINITE_TO_NONFINITE
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_the_same_magnitudes_in_range_are_no_finding(name: str) -> None:
+    case = onnx_case(**ONE, values=OVERFLOW | {"weight": 1e20})
+    assert check(case, resolve_fold(name)).verdict.findings == ()
+
+
+def test_a_tool_that_raises_is_a_finding_at_the_pass_stage() -> None:
+    fold = resolve_fold("onnxslim")
+    broken = ToolFold(name="onnxslim", backend="onnxslim", tool=MODEL_TOOLS["onnxslim"], module=_Raising())
+    assert fold.tool == broken.tool
+    finding = check(onnx_case(), broken).verdict.primary
+    assert finding is not None and finding.symptom is Symptom.PASS_EXCEPTION and finding.stage is Stage.PASS
+
+
+class _Raising:
+    """A stand-in for a tool module whose every call raises."""
+
+    def slim(self, model: object) -> object:
+        raise RuntimeError("the tool gave up")
+
+
+@pytest.mark.slow
+def test_without_the_tool_its_name_says_which_extra_to_install() -> None:
+    script = (
+        "import sys\n"
+        "sys.modules['onnxslim'] = None\n"
+        "from fuzz.cli import main\n"
+        "sys.exit(main(['run', '--pass', 'onnxslim', '--max-examples', '1']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert done.returncode == 2, done.stderr
+    assert "pip install -e '.[onnx-tools]'" in done.stderr
+
+
+def _entry(name: str) -> Entry:
+    case = onnx_case(**ONE, values=OVERFLOW)
+    checked = check(case, resolve_fold(name))
+    finding = checked.verdict.primary
+    assert finding is not None
+    return Entry(
+        case, name, finding.symptom, finding.stage, f"{name}:finite-to-nonfinite", finding.message, "", "",
+        {name: "fails"}, {name: finding.message},
+        {name: resolve_fold(name).version(), "onnxruntime": "1.32.0", "python": "3", "platform": "linux"},
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_the_issue_goes_to_the_tool_s_tracker_and_names_the_code_at_fault(name: str) -> None:
+    issue = issue_of([_entry(name)])
+    assert issue.project == MODEL_TOOLS[name].project
+    headings = [line for line in issue.body.splitlines() if line.startswith("### ")]
+    assert headings == [
+        "### Describe the bug", "### To Reproduce", "### Expected behavior", "### Environment",
+        "### Additional context",
+    ]  # fmt: skip
+    assert MODEL_TOOLS[name].at_fault in issue.body and MODEL_TOOLS[name].call in issue.body
+    assert "import tvm" not in issue.body
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TOOLS)
+def test_the_script_needs_only_the_tool_and_onnx_runtime(name: str, tmp_path: Path) -> None:
+    script = tmp_path / "repro.py"
+    script.write_text(render_script(_entry(name)))
+    blocked = "import sys, runpy; sys.modules['tvm'] = None; sys.modules['tvm_ffi'] = None; "
+    done = subprocess.run(
+        [sys.executable, "-c", blocked + f"runpy.run_path({str(script)!r}, run_name='__main__')"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "BUG: finite outputs became inf or NaN" in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TOOLS)
+def test_a_campaign_finds_the_overflow_class(name: str, tmp_path: Path) -> None:
+    out = tmp_path / "findings"
+    command = ["run", "--pass", name, "--max-examples", "600", "--out", str(out), "--json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "fuzz.cli", *command], capture_output=True, text=True, cwd=ROOT, timeout=600
+    )
+    summary = json.loads(done.stdout)
+    assert done.returncode == 1 and summary["framework"].startswith(f"{name} "), done.stderr
+    assert "finite-to-nonfinite" in {f["symptom"] for f in summary["findings"]}, summary["findings"]
+
+
+def test_pipelines_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--pass", "onnxsim", "--pipelines", "--max-examples", "1"]) == 2
+    assert "pipelines are TVM's" in capsys.readouterr().err
