@@ -23,6 +23,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from fuzz.backends import MODEL_TOOLS
 from fuzz.errors import BnfuzzError
 from fuzz.issue import Issue
 
@@ -115,7 +116,9 @@ class Filing:
 
 
 #: The trackers of the projects whose folds are fuzzed.
-TRACKERS = frozenset({"apache/tvm", "microsoft/onnxruntime"})
+TRACKERS = frozenset(
+    {"apache/tvm", "microsoft/onnxruntime", *(tool.project.lower() for tool in MODEL_TOOLS.values())}
+)
 
 
 def _not_filed(issue: Issue, repo: str | None) -> str:

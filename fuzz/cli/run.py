@@ -44,7 +44,8 @@ def add_parsers(sub: Any) -> None:
         metavar="P",
         help="the pass under test: 'upstream' (TVM's FoldBatchnormToConv2D), 'fixed' (ours), "
         "'identity' (changes nothing), MODULE:ATTR naming a pass class, factory or instance, or "
-        "'onnxruntime:basic' (also :extended, :all: ONNX Runtime's graph optimizer at that level)",
+        "'onnxruntime:basic' (also :extended, :all: ONNX Runtime's graph optimizer at that level), "
+        "or an ONNX model tool: 'onnxoptimizer', 'onnxslim', 'onnxsim'",
     )
     run.add_argument(
         "--must-fold",
