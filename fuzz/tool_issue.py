@@ -25,7 +25,7 @@ def tool_issue(entry: Entry, actual: str, minimal: list[str], shown: str) -> Iss
         for name in (entry.pass_name, "onnxruntime")
         if name in entry.provenance
     )
-    title = f"Conv+BatchNormalization fusion {words.title(entry.error_type)}" + (
+    title = f"[Bug] Conv+BatchNormalization fusion {words.title(entry.error_type)}" + (
         f" ({shown})" if shown else ""
     )
     overflow = (

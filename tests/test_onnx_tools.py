@@ -18,8 +18,9 @@ from fuzz.backends.onnx_tools import ToolFold
 from fuzz.case import Case, Form, Importer
 from fuzz.check import check
 from fuzz.cli import main
-from fuzz.corpus import Entry
+from fuzz.corpus import Entry, load_entry
 from fuzz.oracle import Symptom
+from fuzz.replay import replay
 from fuzz.report import issue_of
 from fuzz.results import Stage
 from fuzz.script import render_script
@@ -148,3 +149,14 @@ def test_a_campaign_finds_the_overflow_class(name: str, tmp_path: Path) -> None:
 def test_pipelines_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", "--pass", "onnxsim", "--pipelines", "--max-examples", "1"]) == 2
     assert "pipelines are TVM's" in capsys.readouterr().err
+
+
+CORPUS_ENTRIES = sorted((ROOT / "corpus" / "onnx-tools").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", CORPUS_ENTRIES, ids=[p.name for p in CORPUS_ENTRIES])
+def test_a_corpus_entry_replays_as_it_expects(path: Path) -> None:
+    entry = load_entry(path)
+    assert entry.pass_name in MODEL_TOOLS and entry.expect[entry.pass_name] == "fails"
+    for name in entry.expect:
+        assert replay(entry, name).as_expected, name

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from replays import ENTRIES, PIPELINE_ENTRIES, ROOT, Replays, ids
 
+from fuzz.backends import backend_of
 from fuzz.cli import main
 from fuzz.corpus import load_entry
 from fuzz.oracle import Symptom
@@ -171,7 +172,7 @@ def test_every_entry_s_issue_shows_a_difference(path: Path, corpus: Replays) -> 
     if entry.declined:  # expected behaviour: no difference to show, and no [Bug]
         assert text.startswith("# [Expected behaviour]") and "This is not a bug" in text
         return
-    marker = "\nActual: " if entry.pass_name.startswith("onnxruntime:") else "### Actual behavior\n\n"
+    marker = "\nActual: " if backend_of(entry.pass_name) != "tvm" else "### Actual behavior\n\n"
     actual = text.split(marker, 1)[1].split("\n### ", 1)[0]
     failed = ("raises `", "died of", "Check failed", "fails to")
     if any(word in actual for word in failed):
