@@ -91,12 +91,7 @@ def _flatten(value: Any) -> list[Any]:
 
 def outputs_of(value: Any) -> Outputs:
     """The VM's return value, flattened, as :class:`Outputs`."""
-    tensors = [t.numpy() for t in _flatten(value)]
-    return Outputs(
-        values=tuple(t.astype(np.float64) for t in tensors),
-        dtypes=tuple(str(t.dtype) for t in tensors),
-        shapes=tuple(tuple(int(d) for d in t.shape) for t in tensors),
-    )
+    return Outputs.of_arrays([t.numpy() for t in _flatten(value)])
 
 
 def compile_and_run(

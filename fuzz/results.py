@@ -79,6 +79,16 @@ class Outputs:
     dtypes: tuple[str, ...]
     shapes: tuple[tuple[int, ...], ...]
 
+    @classmethod
+    def of_arrays(cls, arrays: list[np.ndarray[Any, Any]]) -> Outputs:
+        """A program's results as NumPy arrays, in return order: their dtypes and shapes,
+        and their values in float64."""
+        return cls(
+            values=tuple(a.astype(np.float64) for a in arrays),
+            dtypes=tuple(str(a.dtype) for a in arrays),
+            shapes=tuple(tuple(int(d) for d in a.shape) for a in arrays),
+        )
+
 
 @dataclass(frozen=True)
 class Execution:

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 from cases import make_case
+from without_tvm import run_script_without_tvm
 
 from fuzz.backends import MODEL_TOOLS, backend_of, resolve_fold
 from fuzz.backends.onnx_tools import ToolFold
@@ -124,11 +125,7 @@ def test_the_issue_goes_to_the_tool_s_tracker_and_names_the_code_at_fault(name: 
 def test_the_script_needs_only_the_tool_and_onnx_runtime(name: str, tmp_path: Path) -> None:
     script = tmp_path / "repro.py"
     script.write_text(render_script(_entry(name)))
-    blocked = "import sys, runpy; sys.modules['tvm'] = None; sys.modules['tvm_ffi'] = None; "
-    done = subprocess.run(
-        [sys.executable, "-c", blocked + f"runpy.run_path({str(script)!r}, run_name='__main__')"],
-        capture_output=True, text=True, cwd=tmp_path, timeout=300,
-    )  # fmt: skip
+    done = run_script_without_tvm(script)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "BUG: finite outputs became inf or NaN" in done.stdout
 

@@ -16,6 +16,7 @@ import pytest
 from cases import make_case
 from hypothesis import given, settings
 from test_bound_soundness import CASES as BOUND_CASES
+from without_tvm import run_script_without_tvm
 
 from fuzz.backends import BACKENDS, backend_of, resolve_fold
 from fuzz.backends.onnxruntime import OrtFold, RuntimeRejects
@@ -208,11 +209,7 @@ def test_the_overflow_entry_s_script_needs_no_tvm(tmp_path: Path) -> None:
     entry = load_entry(ROOT / "corpus" / "onnxruntime" / "onnxruntime_finite-to-nonfinite.json")
     script = tmp_path / "repro.py"
     script.write_text(render_script(entry))
-    blocked = "import sys, runpy; sys.modules['tvm'] = None; sys.modules['tvm_ffi'] = None; "
-    done = subprocess.run(
-        [sys.executable, "-c", blocked + f"runpy.run_path({str(script)!r}, run_name='__main__')"],
-        capture_output=True, text=True, cwd=tmp_path, timeout=300,
-    )  # fmt: skip
+    done = run_script_without_tvm(script)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "BUG: finite outputs became inf or NaN" in done.stdout
 

@@ -5,16 +5,13 @@ and ``tvm_ffi`` are blocked in a fresh process, so importing either there raises
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
+
+from without_tvm import run_without_tvm
 
 ROOT = Path(__file__).resolve().parent.parent
 
 SCRIPT = """
-import sys
-sys.modules["tvm"] = None  # "import tvm" now raises ImportError
-sys.modules["tvm_ffi"] = None
 import tempfile
 from pathlib import Path
 
@@ -65,17 +62,12 @@ print("ok")
 
 
 def test_storage_reports_and_filing_work_without_tvm() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, cwd=ROOT, timeout=300
-    )
+    done = run_without_tvm(SCRIPT, ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip() == "ok"
 
 
 ORT_SCRIPT = """
-import sys
-sys.modules["tvm"] = None
-sys.modules["tvm_ffi"] = None
 from fuzz.backends import resolve_fold
 from fuzz.campaign import run_campaign
 from fuzz.corpus import load_entry
@@ -92,8 +84,6 @@ print("ok")
 
 def test_an_onnxruntime_campaign_and_its_issue_need_no_tvm() -> None:
     # found, shrunk, simplified and rendered with tvm unimportable: the seam holds
-    done = subprocess.run(
-        [sys.executable, "-c", ORT_SCRIPT], capture_output=True, text=True, cwd=ROOT, timeout=300
-    )
+    done = run_without_tvm(ORT_SCRIPT, ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip() == "ok"

@@ -117,12 +117,7 @@ def _run(runnable: Any, feeds: dict[str, np.ndarray[Any, Any]]) -> Outputs | Fai
         results = runnable.run(None, feeds)
     except Exception as exc:
         return Failure.from_exception(Stage.RUN, exc)
-    arrays = [np.asarray(r) for r in results]
-    return Outputs(
-        values=tuple(a.astype(np.float64) for a in arrays),
-        dtypes=tuple(str(a.dtype) for a in arrays),
-        shapes=tuple(tuple(int(d) for d in a.shape) for a in arrays),
-    )
+    return Outputs.of_arrays([np.asarray(r) for r in results])
 
 
 def _unfolded(data: bytes, feeds: dict[str, np.ndarray[Any, Any]]) -> Outputs:
