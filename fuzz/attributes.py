@@ -2,9 +2,9 @@
 
 :func:`classify` names what kind of graph a case is (topology, dtypes, layouts, whether
 the batch_norm axis is the channel axis, flags, groups, operands, conv bias, epilogue,
-form), and :data:`ATTRIBUTE_DEFAULTS` the simplest graph's values, where Hypothesis
-shrinks to. Signatures (:mod:`fuzz.signature`) keep the attributes that differ from
-these defaults; finding files and the campaign's coverage counters print them.
+form, how an ONNX model is written), and :data:`ATTRIBUTE_DEFAULTS` the simplest
+graph's values, where Hypothesis shrinks to. Signatures (:mod:`fuzz.signature`) keep the
+attributes that differ from these defaults; finding files and the campaign's coverage counters print them.
 """
 
 from __future__ import annotations
@@ -31,6 +31,10 @@ ATTRIBUTE_DEFAULTS: Mapping[str, str] = {
     "bias": "none",
     "epilogue": "none",
     "form": "default",
+    # how an ONNX model is written (fuzz.case.OnnxForm); these defaults for every other case
+    "spatial": "per-channel",
+    "initializers": "constants",
+    "ir_version": "4+",
 }
 
 
@@ -44,6 +48,7 @@ def classify(case: Case) -> dict[str, str]:
         return next((v for v in values if v != default), default)
 
     convs = [b.conv for b in case.blocks if b.conv is not None]
+    onnx = case.form.onnx
     axes = ["channel" if channel else "non-channel" for channel in case.channel_axes()]
     return {
         "topology": case.topology.value,
@@ -62,4 +67,11 @@ def classify(case: Case) -> dict[str, str]:
         "bias": "conv-bias" if any(b.bias is not None for b in case.blocks) else "none",
         "epilogue": case.epilogue.value,
         "form": case.form.label,
+        "spatial": "per-position" if onnx.spatial is False else "per-channel",
+        "initializers": "overridden"
+        if onnx.overridden
+        else "inputs"
+        if onnx.initializer_inputs
+        else "constants",
+        "ir_version": "3" if 0 < onnx.ir_version < 4 else "4+",
     }

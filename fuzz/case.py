@@ -39,6 +39,7 @@ __all__ = [
     "Epilogue",
     "Form",
     "Importer",
+    "OnnxForm",
     "Tensor",
     "Topology",
     "conv_output_shape",
@@ -120,6 +121,61 @@ class Importer(str, enum.Enum):
     ONNX = "onnx"
 
 
+#: BatchNormalization's versions before 14 have no ``training_mode``; before 9, ``spatial``.
+ONNX_TRAINING_OPSET = 14
+ONNX_SPATIAL_OPSETS = (7, 8)
+
+
+@dataclass(frozen=True)
+class OnnxForm:
+    """How a case of the ONNX importer is written as a model: exporters differ in exactly
+    these ways, and nothing here changes what the model computes (with the values fed).
+
+    ``opset``: the default domain's opset (7 and up); ``ir_version``: the model's IR
+    version, 0 for the ``onnx`` package's own. ``initializer_inputs``: every initializer is
+    also listed as a graph input (a default a caller may override; IR version 3 requires it),
+    not fed. ``overridden``: operands (of :data:`OPERANDS`) that are graph inputs whose
+    initializer holds a stale default (what an untrained layer starts from: weight and gamma
+    and var ones, bias and beta and mean zeros), fed the case's values at run time.
+    ``spatial``: BatchNormalization's ``spatial`` attribute (opsets 7 and 8), None unwritten;
+    False writes the statistics per position, ``(C, H, W)``: the case's per-channel values
+    repeated over the conv output's positions. ``value_info``: the intermediate tensors'
+    types and shapes are written.
+    """
+
+    #: TVM's ONNX frontend converts BatchNormalization from version 15 on
+    opset: int = 15
+    ir_version: int = 0
+    initializer_inputs: bool = False
+    overridden: tuple[str, ...] = ()
+    spatial: bool | None = None
+    value_info: bool = False
+
+    def __post_init__(self) -> None:
+        if self.opset < 7:
+            raise CaseError("form.onnx.opset", f"opsets from 7 are written, got {self.opset}")
+        if self.spatial is not None and self.opset not in ONNX_SPATIAL_OPSETS:
+            raise CaseError(
+                "form.onnx.spatial",
+                f"BatchNormalization has spatial in opsets 7 and 8 only, not {self.opset}",
+            )
+        if self.ir_version != 0 and self.ir_version < 3:
+            raise CaseError("form.onnx.ir_version", f"IR versions from 3 are written, got {self.ir_version}")
+        if 0 < self.ir_version < 4 and not self.initializer_inputs:
+            raise CaseError(
+                "form.onnx.ir_version", "IR versions below 4 list every initializer as a graph input"
+            )
+        for name in self.overridden:
+            if name not in OPERANDS:
+                raise CaseError("form.onnx.overridden", f"unknown operand {name!r}; expected {OPERANDS}")
+        if self.overridden and 0 < self.ir_version < 4:
+            raise CaseError(
+                "form.onnx.overridden", "below IR version 4 an initializer is a constant: none is overridden"
+            )
+        if len(set(self.overridden)) != len(self.overridden):
+            raise CaseError("form.onnx.overridden", "an operand is listed twice")
+
+
 @dataclass(frozen=True)
 class Form:
     """How the graph is written as Relax bindings: nothing here changes what it computes.
@@ -137,10 +193,14 @@ class Form:
     dataflow: bool = True
     dead_statistics: bool = False
     functions: int = 1
+    #: how the ONNX importer's model is written (default for the Relax importer)
+    onnx: OnnxForm = field(default_factory=OnnxForm)
 
     def __post_init__(self) -> None:
         if self.functions not in (1, 2):
             raise CaseError("functions", f"must be 1 or 2, got {self.functions!r}")
+        if self.importer is not Importer.ONNX and self.onnx != OnnxForm():
+            raise CaseError("form.onnx", "only the ONNX importer writes a model: keep form.onnx default")
         if self.importer is Importer.ONNX and (self.dataflow, self.dead_statistics, self.functions) != (
             True,
             False,
@@ -384,6 +444,14 @@ def _check_onnx(case: Case) -> None:
     """Raise :class:`CaseError` unless ONNX's Conv and BatchNormalization can say ``case``."""
     if case.topology not in ONNX_TOPOLOGIES:
         raise CaseError("form.importer", f"ONNX cannot express topology {case.topology.value}")
+    onnx = case.form.onnx
+    for name in onnx.overridden:
+        if name in case.parameters:
+            raise CaseError("form.onnx.overridden", f"{name} is a parameter already: it has no default")
+        if any(b.operand(name) is None for b in case.blocks):
+            raise CaseError("form.onnx.overridden", f"every block needs a {name} to override")
+    if onnx.opset < ONNX_TRAINING_OPSET and any(b.bn.training for b in case.blocks):
+        raise CaseError("form.onnx.opset", f"training mode needs opset {ONNX_TRAINING_OPSET} or later")
     if case.dtype not in ONNX_DTYPES:
         raise CaseError("form.importer", f"ONNX Conv has no {case.dtype}; expected one of {ONNX_DTYPES}")
     for i, b in enumerate(case.blocks):

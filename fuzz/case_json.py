@@ -23,6 +23,7 @@ from fuzz.case import (
     Epilogue,
     Form,
     Importer,
+    OnnxForm,
     Tensor,
     Topology,
 )
@@ -128,6 +129,16 @@ def case_to_json(case: Case) -> dict[str, Any]:
             "functions": case.form.functions,
         },
     }
+    if case.form.onnx != OnnxForm():  # written only where it says something
+        o = case.form.onnx
+        out["form"]["onnx"] = {
+            "opset": o.opset,
+            "ir_version": o.ir_version,
+            "initializer_inputs": o.initializer_inputs,
+            "overridden": list(o.overridden),
+            "spatial": o.spatial,
+            "value_info": o.value_info,
+        }
     if case.residual is not None:
         out["residual"] = _tensor_to_json(case.residual)
     return out
@@ -231,6 +242,7 @@ def case_from_json(obj: Any) -> Case:
                 dataflow=_get(raw, "dataflow", bool, "case.form"),
                 dead_statistics=_get(raw, "dead_statistics", bool, "case.form"),
                 functions=_get(raw, "functions", int, "case.form"),
+                onnx=_onnx_form(raw),
             )
     with _within("case"):
         return Case(
@@ -245,6 +257,28 @@ def case_from_json(obj: Any) -> Case:
 
 
 _E = TypeVar("_E", bound=enum.Enum)
+
+
+def _onnx_form(raw: Mapping[str, Any]) -> OnnxForm:
+    if "onnx" not in raw:
+        return OnnxForm()
+    o = _mapping(_get(raw, "onnx", dict, "case.form"), "case.form.onnx")
+    where = "case.form.onnx"
+    spatial = o.get("spatial")
+    if spatial is not None and not isinstance(spatial, bool):
+        raise CaseError(f"{where}.spatial", f"must be true, false or null, got {spatial!r}")
+    overridden = _get(o, "overridden", list, where)
+    if not all(isinstance(name, str) for name in overridden):
+        raise CaseError(f"{where}.overridden", "must be a list of operand names")
+    with _within(where):
+        return OnnxForm(
+            opset=_get(o, "opset", int, where),
+            ir_version=_get(o, "ir_version", int, where),
+            initializer_inputs=_get(o, "initializer_inputs", bool, where),
+            overridden=tuple(overridden),
+            spatial=spatial,
+            value_info=_get(o, "value_info", bool, where),
+        )
 
 
 def _enum(kind: type[_E], value: str, where: str) -> _E:

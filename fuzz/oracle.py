@@ -72,6 +72,10 @@ class Symptom(str, enum.Enum):
     #: a pass claiming a complete fold left a batch_norm it had no reason to keep
     MISSED_FOLD = "missed-fold"
     SIGNATURE_CHANGE = "signature-change"
+    #: a model tool wrote a model with other inputs or outputs than the model it was given
+    IO_CHANGE = "io-change"
+    #: a model tool changed the model it was given (not only the one it returned)
+    MUTATES_INPUT = "mutates-input"
     NOT_IDEMPOTENT = "not-idempotent"
     #: a pipeline applied as ``Sequential`` and as direct calls gives different modules
     SEQUENTIAL_MISMATCH = "sequential-direct-mismatch"
@@ -286,6 +290,19 @@ def judge(
                 Stage.PASS,
                 "the pass changed a graph it must leave alone: " + "; ".join(map(str, reasons)),
             )
+        )
+    if execution.interface is not None:
+        before, after = execution.interface
+        structural.append(
+            Finding(
+                Symptom.IO_CHANGE,
+                Stage.PASS,
+                f"the model's inputs and outputs changed from {before} to {after}",
+            )
+        )
+    if execution.mutated_input:
+        structural.append(
+            Finding(Symptom.MUTATES_INPUT, Stage.PASS, "the model given to the fold was changed")
         )
     if must_fold and not in_pipeline and execution.op_counts is not None:
         missed = missed_fold(case, *execution.op_counts)

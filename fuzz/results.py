@@ -119,3 +119,8 @@ class Execution:
     #: the unfolded program was not run: the folded outputs cleared every numeric rule on
     #: their own (``execute(..., baseline_needed=...)``), so it could change no verdict
     baseline_skipped: bool = False
+    #: a backend that rewrites a model (an ONNX tool): its inputs and outputs before and
+    #: after, described, where they differ; None where they are the same or not compared
+    interface: tuple[str, str] | None = None
+    #: a backend that is handed a model (an ONNX tool) changed that model
+    mutated_input: bool = False

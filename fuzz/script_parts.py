@@ -6,6 +6,7 @@ written in where the symptom is about numbers)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,7 @@ import numpy as np
 from fuzz.case import Case, Importer, Tensor
 from fuzz.corpus import Entry
 from fuzz.decline import block_reasons
-from fuzz.onnx_graph import ELEMENT_TYPES, OPSET, onnx_graph
+from fuzz.onnx_graph import ELEMENT_TYPES, onnx_graph
 from fuzz.oracle import Symptom
 from fuzz.program import named_tensors
 from fuzz.reference import reference
@@ -50,9 +51,16 @@ def array_name(name: str) -> str:
     return f"{name}_value" if name in ("x", "skip") else name
 
 
+def _initializer_key(fed: Mapping[str, Tensor], stored: Mapping[str, Tensor], name: str) -> str:
+    """The script's key for an initializer's array: its own name, or ``NAME_stored`` where
+    the input of that name is fed other values (an overridden operand's stale default)."""
+    return name if name not in fed or fed[name] == stored[name] else f"{name}_stored"
+
+
 def onnx_model_lines(case: Case) -> list[str]:
     """Lines that make ``model``: the case's ONNX graph written with ``onnx.helper``."""
     graph = onnx_graph(case)
+    stored = graph.initializers
 
     def value_info(name: str, dtype: str, shape: tuple[int, ...]) -> str:
         return f'helper.make_tensor_value_info("{name}", {ELEMENT_TYPES[dtype]}, {list(shape)})'
@@ -61,7 +69,11 @@ def onnx_model_lines(case: Case) -> list[str]:
         attrs = "".join(f", {k}={v!r}" for k, v in n.attrs.items())
         return f'    helper.make_node("{n.op_type}", {list(n.inputs)}, {list(n.outputs)}{attrs}),'
 
-    initializers = [f"numpy_helper.from_array({array_name(n)}, {n!r})" for n in graph.initializers]
+    initializers = [
+        f"numpy_helper.from_array({array_name(_initializer_key(graph.feeds, stored, n))}, {n!r})"
+        for n in stored
+    ]
+    typed = [f"        {value_info(*v)}," for v in graph.value_info]
     return [
         "# The graph as an exporter writes it.",
         "nodes = [",
@@ -73,8 +85,10 @@ def onnx_model_lines(case: Case) -> list[str]:
         f"    [{', '.join(value_info(*i) for i in graph.inputs)}],",
         f"    [{', '.join(value_info(*o) for o in graph.outputs)}],",
         f"    [{', '.join(initializers)}],",
+        *(["    value_info=[", *typed, "    ],"] if typed else []),
         ")",
-        f'model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", {OPSET})])',
+        f'model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", {graph.opset})])',
+        *([f"model.ir_version = {graph.ir_version}"] if graph.ir_version else []),
     ]
 
 
@@ -138,10 +152,16 @@ def bug_lines(entry: Entry) -> list[str]:
 
 
 def script_tensors(case: Case) -> dict[str, Tensor]:
-    tensors = named_tensors(case)
-    if case.form.importer is Importer.ONNX:
-        graph = onnx_graph(case)
-        tensors |= {n: t for n, t in graph.initializers.items() if n not in tensors}
+    """Every array a script writes, by the key :func:`array_name` names it from: the case's
+    tensors; for an ONNX model, its tensors as the model has them (statistics per position
+    where ``spatial`` is 0): what is fed, then what is stored (the clip bounds, a stale default
+    under ``NAME_stored``)."""
+    if case.form.importer is not Importer.ONNX:
+        return named_tensors(case)
+    graph = onnx_graph(case)
+    tensors = dict(graph.feeds)
+    for name, tensor in graph.initializers.items():
+        tensors.setdefault(_initializer_key(graph.feeds, graph.initializers, name), tensor)
     return tensors
 
 
@@ -152,7 +172,7 @@ def onnx_script_head(entry: Entry, title: str, needs: str, imports: list[str]) -
     ``run(m, level=ORT_DISABLE_ALL)`` on the CPU provider with one thread."""
     exits = wording(entry.symptom, entry.symptom_name).exits
     tensors = script_tensors(entry.case)
-    inputs = [name for name, _, _ in onnx_graph(entry.case).inputs]
+    inputs = list(onnx_graph(entry.case).feeds)
     return [
         f'"""{title}',
         "",
@@ -180,10 +200,12 @@ def onnx_script_head(entry: Entry, title: str, needs: str, imports: list[str]) -
         "    options = ort.SessionOptions()",
         "    options.graph_optimization_level = level",
         "    options.intra_op_num_threads = 1",
+        "    options.log_severity_level = 3  # errors only",
         "    session = ort.InferenceSession(",
         '        m.SerializeToString(), options, providers=["CPUExecutionProvider"]',
         "    )",
-        "    return session.run(None, feeds)",
+        "    names = {i.name for i in m.graph.input}  # an input the model lost is not fed",
+        "    return session.run(None, {k: v for k, v in feeds.items() if k in names})",
         "",
         "",
     ]

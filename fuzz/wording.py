@@ -59,6 +59,15 @@ WORDING: dict[Symptom, Wording] = {
         "changes the shape or dtype of the output",
         "The pass does not change the shapes or dtypes of the function's outputs.",
     ),
+    Symptom.IO_CHANGE: Wording(
+        "changes the model's inputs or outputs",
+        "The model written has the inputs and outputs of the model given, so a caller feeds it "
+        "the same names and gets the same outputs back.",
+    ),
+    Symptom.MUTATES_INPUT: Wording(
+        "changes the model it was given",
+        "The model passed in is left as it was; the simplified model is a new one.",
+    ),
     Symptom.ILL_FORMED: Wording("produces ill-formed IR", "The pass produces well-formed IR."),
     Symptom.NOT_IDEMPOTENT: Wording("is not idempotent", _UNCHANGED),
     Symptom.BUILD_FAILURE: Wording(

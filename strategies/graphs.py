@@ -50,6 +50,7 @@ from fuzz.case import (
     Epilogue,
     Form,
     Importer,
+    OnnxForm,
     Tensor,
     Topology,
     conv_output_shape,
@@ -81,6 +82,7 @@ from .attributes import (
     Deviation,
 )
 from .convs import ConvBlock, draw_batch, draw_conv, draw_weight
+from .onnx import fit
 from .options import (
     DEFAULT_AIMS,
     DEFAULT_AXES,
@@ -89,6 +91,7 @@ from .options import (
     DEFAULT_FUNCTIONS,
     DEFAULT_IMPORTERS,
     DEFAULT_MAGNITUDES,
+    DEFAULT_ONNX_FORMS,
     DEFAULT_TOPOLOGIES,
     MOSTLY_TRUE,
     PARAMETER_SETS,
@@ -100,6 +103,7 @@ from .options import (
     is_epilogue,
     is_function_count,
     is_importer,
+    is_onnx_form,
     is_parameter_set,
     is_topology,
 )
@@ -144,6 +148,7 @@ def cases(
     functions: SearchStrategy[int] = DEFAULT_FUNCTIONS,
     aims: SearchStrategy[int] = DEFAULT_AIMS,
     deviations: SearchStrategy[Deviation] = DEVIATIONS,
+    onnx_forms: SearchStrategy[OnnxForm] = DEFAULT_ONNX_FORMS,
 ) -> SearchStrategy[Case]:
     """Valid :class:`~fuzz.case.Case` specs, shrinking toward the simplest graph.
 
@@ -187,6 +192,9 @@ def cases(
     - ``deviations``: :class:`~strategies.attributes.Deviation`, drawn once per case
       (swarm testing): how far the default-first attributes above stray from their
       defaults in that case (USUAL first; ONE changes a single attribute).
+    - ``onnx_forms``: :class:`~fuzz.case.OnnxForm`, how an ONNX case's model is
+      written (default: opset 15, nothing else; :func:`strategies.onnx.onnx_forms`
+      draws the rest).
 
     Bounds (values): ``min_channels``/``max_channels`` bound every channel
     count; ``max_spatial`` the data's height and width; ``max_batch`` the
@@ -214,6 +222,7 @@ def cases(
     check_strategy(functions, "functions")
     check_strategy(aims, "aims")
     check_strategy(deviations, "deviations")
+    check_strategy(onnx_forms, "onnx_forms")
     options = CaseOptions(
         dtypes=dtypes,
         topologies=topologies,
@@ -241,6 +250,7 @@ def cases(
         functions=functions,
         aims=aims,
         deviations=deviations,
+        onnx_forms=onnx_forms,
     )
     return _cases(options)
 
@@ -331,7 +341,13 @@ def _draw_shape(draw: DrawFn, options: CaseOptions, topology: Topology, importer
     functions = 1
     if topology in (Topology.CONV_BN, Topology.CHAIN):
         functions = checked_draw(draw, options.functions, "functions", is_function_count, "1 or 2")
-    form = Form(Importer.ONNX) if importer is Importer.ONNX else Form(importer, dataflow, dead, functions)
+    if importer is Importer.ONNX:
+        form = Form(
+            Importer.ONNX,
+            onnx=checked_draw(draw, options.onnx_forms, "onnx_forms", is_onnx_form, "an OnnxForm"),
+        )
+    else:
+        form = Form(importer, dataflow, dead, functions)
     return _Shape(biases, epilogue, form)
 
 
@@ -369,7 +385,10 @@ def _deviating_case(draw: DrawFn, options: CaseOptions) -> Case:
         residual = draw_tensor(
             draw, options.magnitudes, case.blocks[-1].gamma.dtype, out, allow_negative=True
         )
-    case = replace(case, parameters=present, epilogue=shape.epilogue, residual=residual, form=shape.form)
+    form = shape.form
+    if form.importer is Importer.ONNX:
+        form = replace(form, onnx=fit(form.onnx, replace(case, parameters=present)))
+    case = replace(case, parameters=present, epilogue=shape.epilogue, residual=residual, form=form)
     return aim(case, checked_draw(draw, options.aims, "aims", is_aim, "an aim code"))
 
 

@@ -15,6 +15,7 @@ from fuzz.case import (
     OPERANDS,
     Epilogue,
     Importer,
+    OnnxForm,
     Topology,
 )
 
@@ -39,6 +40,7 @@ __all__ = [
     "DEFAULT_FUNCTIONS",
     "DEFAULT_IMPORTERS",
     "DEFAULT_MAGNITUDES",
+    "DEFAULT_ONNX_FORMS",
     "DEFAULT_TOPOLOGIES",
     "MOSTLY_TRUE",
     "PARAMETER_SETS",
@@ -50,6 +52,7 @@ __all__ = [
     "is_epilogue",
     "is_function_count",
     "is_importer",
+    "is_onnx_form",
     "is_parameter_set",
     "is_topology",
 ]
@@ -58,6 +61,8 @@ DEFAULT_DTYPES: SearchStrategy[str] = mostly_first(DTYPES)
 DEFAULT_TOPOLOGIES: SearchStrategy[Topology] = mostly_first(list(Topology))
 DEFAULT_AXES: SearchStrategy[Axis] = mostly_first(list(Axis))
 DEFAULT_MAGNITUDES: SearchStrategy[Magnitude] = mostly_first(list(Magnitude), attribute=False)
+#: TVM's ONNX frontend is fed the default form; ONNX backends draw the rest (strategies.onnx)
+DEFAULT_ONNX_FORMS: SearchStrategy[OnnxForm] = st.just(OnnxForm())
 DEFAULT_IMPORTERS: SearchStrategy[Importer] = mostly_first(list(Importer))
 DEFAULT_EPILOGUES: SearchStrategy[Epilogue] = mostly_first(list(Epilogue))
 #: True three times in four (a dataflow block); shrinks to True.
@@ -95,6 +100,10 @@ def is_aim(value: object) -> bool:
 
 def is_function_count(value: object) -> bool:
     return value in (1, 2) and not isinstance(value, bool)
+
+
+def is_onnx_form(value: object) -> bool:
+    return isinstance(value, OnnxForm)
 
 
 def is_deviation(value: object) -> bool:
@@ -144,6 +153,7 @@ class CaseOptions:
     functions: SearchStrategy[int]
     aims: SearchStrategy[int]
     deviations: SearchStrategy[Deviation] = DEVIATIONS
+    onnx_forms: SearchStrategy[OnnxForm] = DEFAULT_ONNX_FORMS
 
     def for_onnx(self) -> CaseOptions:
         """These options with every attribute ONNX cannot vary pinned to what it says.

@@ -16,7 +16,7 @@ from without_tvm import run_script_without_tvm
 
 from fuzz.backends import MODEL_TOOLS, backend_of, resolve_fold
 from fuzz.backends.onnx_tools import ToolFold
-from fuzz.case import Case, Form, Importer
+from fuzz.case import Case, Form, Importer, OnnxForm
 from fuzz.check import check
 from fuzz.cli import main
 from fuzz.corpus import Entry, load_entry
@@ -63,6 +63,59 @@ def test_folded_weights_out_of_range_turn_a_finite_output_into_nan(name: str) ->
 def test_the_same_magnitudes_in_range_are_no_finding(name: str) -> None:
     case = onnx_case(**ONE, values=OVERFLOW | {"weight": 1e20})
     assert check(case, resolve_fold(name)).verdict.findings == ()
+
+
+def written_as(form: OnnxForm) -> Case:
+    return make_case(form=Form(Importer.ONNX, onnx=form), epsilon=EPS32, values={"gamma": 3.0, "mean": 0.5})
+
+
+#: Ways of writing the model (fuzz.case.OnnxForm) and each tool's verdict on the plain case
+#: written so: the primary symptom, or None. ONNX Runtime's fold runs every one correctly.
+PER_POSITION = OnnxForm(opset=7, spatial=False)  # BatchNormalization-7 spatial=0, (C, H, W) statistics
+IR3 = OnnxForm(opset=7, ir_version=3, initializer_inputs=True)  # every initializer also an input
+LISTED = OnnxForm(initializer_inputs=True)  # initializers also inputs, not fed
+OVERRIDDEN = OnnxForm(overridden=("gamma",))  # gamma an input with a stale default, fed at run time
+FORM_VERDICTS = [
+    ("onnxoptimizer", PER_POSITION, Symptom.PASS_EXCEPTION),
+    ("onnxslim", PER_POSITION, Symptom.PASS_EXCEPTION),
+    ("onnxsim", PER_POSITION, Symptom.PASS_EXCEPTION),
+    ("onnxoptimizer", IR3, None),
+    ("onnxslim", IR3, Symptom.ILL_FORMED),  # writes initializers that are not inputs, keeps IR 3
+    ("onnxoptimizer", LISTED, None),
+    ("onnxslim", LISTED, Symptom.IO_CHANGE),
+    ("onnxsim", LISTED, Symptom.IO_CHANGE),  # documented: initializers are immutable by default
+    ("onnxoptimizer", OVERRIDDEN, None),
+    ("onnxslim", OVERRIDDEN, Symptom.IO_CHANGE),
+    ("onnxsim", OVERRIDDEN, Symptom.IO_CHANGE),
+    ("onnxruntime:basic", PER_POSITION, None),
+    ("onnxruntime:basic", IR3, None),
+    ("onnxruntime:basic", OVERRIDDEN, None),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "form", "symptom"), FORM_VERDICTS, ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(FORM_VERDICTS)]
+)
+def test_how_the_model_is_written_gives_the_tool_s_verdict(
+    name: str, form: OnnxForm, symptom: Symptom | None
+) -> None:
+    primary = check(written_as(form), resolve_fold(name)).verdict.primary
+    assert (primary.symptom if primary else None) is symptom, primary
+
+
+def test_a_tool_that_drops_an_overridden_input_also_ignores_its_value() -> None:
+    findings = check(written_as(OVERRIDDEN), resolve_fold("onnxslim")).verdict.findings
+    assert [f.symptom for f in findings] == [
+        Symptom.IO_CHANGE,
+        Symptom.MUTATES_INPUT,
+        Symptom.OUT_OF_TOLERANCE,
+    ]
+    assert "gamma0" in findings[0].message
+
+
+def test_a_tool_raises_on_statistics_per_position_naming_its_own_code() -> None:
+    finding = check(written_as(PER_POSITION), resolve_fold("onnxoptimizer")).verdict.primary
+    assert finding is not None and "fuse_bn_into_conv.h" in finding.message
 
 
 def test_a_tool_that_raises_is_a_finding_at_the_pass_stage() -> None:
@@ -128,6 +181,33 @@ def test_the_script_needs_only_the_tool_and_onnx_runtime(name: str, tmp_path: Pa
     done = run_script_without_tvm(script)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "BUG: finite outputs became inf or NaN" in done.stdout
+
+
+SCRIPT_LINES = [
+    ("onnxoptimizer", PER_POSITION, "BUG: onnxoptimizer.optimize(model) raises RuntimeError"),
+    ("onnxslim", IR3, "BUG: onnx.checker rejects the model onnxslim wrote"),
+    ("onnxslim", OVERRIDDEN, "BUG: onnxslim changed the model's inputs and outputs"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "form", "line"), SCRIPT_LINES, ids=[s[2].split(":")[1] for s in SCRIPT_LINES]
+)
+def test_the_script_shows_how_the_model_is_written_matters(
+    name: str, form: OnnxForm, line: str, tmp_path: Path
+) -> None:
+    case = written_as(form)
+    finding = check(case, resolve_fold(name)).verdict.primary
+    assert finding is not None
+    entry = Entry(
+        case, name, finding.symptom, finding.stage, f"{name}:{finding.symptom.value}", finding.message,
+        finding.error_type, "", {name: "fails"}, {name: finding.message}, {name: resolve_fold(name).version()},
+    )  # fmt: skip
+    script = tmp_path / "repro.py"
+    script.write_text(render_script(entry))
+    done = run_script_without_tvm(script)
+    assert done.returncode == 1 and line in done.stdout, done.stdout + done.stderr
 
 
 @pytest.mark.slow

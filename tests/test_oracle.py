@@ -151,6 +151,21 @@ def test_signature_change() -> None:
     assert symptoms(CASE, execution(CASE, base)) == []
 
 
+def test_a_model_tool_that_changes_the_model_s_inputs_or_outputs() -> None:
+    interface = ("inputs [x, gamma0] outputs [out0]", "inputs [x] outputs [out0]")
+    verdict = judge(CASE, execution(CASE, interface=interface), reference(CASE))
+    assert [f.symptom for f in verdict.findings] == [Symptom.IO_CHANGE]
+    assert (
+        "from inputs [x, gamma0] outputs [out0] to inputs [x] outputs [out0]" in verdict.findings[0].message
+    )
+    assert symptoms(CASE, execution(CASE, interface=None)) == []
+
+
+def test_a_model_tool_that_changes_the_model_it_was_given() -> None:
+    assert symptoms(CASE, execution(CASE, mutated_input=True)) == [Symptom.MUTATES_INPUT]
+    assert symptoms(CASE, execution(CASE, mutated_input=False)) == []
+
+
 def test_not_idempotent() -> None:
     assert symptoms(CASE, execution(CASE, idempotent=False)) == [Symptom.NOT_IDEMPOTENT]
     assert symptoms(CASE, execution(CASE, idempotent=True)) == []

@@ -34,25 +34,45 @@ class ToolFold(OnnxFold):
     tool: ModelTool | None = None
     module: Any = None
 
-    def fold(self, model: bytes, folder: Path) -> tuple[Any, Any]:
+    def fold(self, model: Any, folder: Path) -> tuple[Any, Any]:
         assert self.tool is not None
-        given = onnx.ModelProto()
-        given.ParseFromString(model)
         try:
             with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
                 warnings.simplefilter("ignore")
                 # the call exactly as the reproducer script writes it
-                written = eval(self.tool.call, {self.tool.module: self.module, "model": given})
+                written = eval(self.tool.call, {self.tool.module: self.module, "model": model})
         except Exception as exc:
             raise FoldFailed(Stage.PASS, exc) from None
+        try:
+            onnx.checker.check_model(written, full_check=True)
+        except Exception as exc:
+            raise FoldFailed(Stage.WELL_FORMED, exc) from None
         try:
             folded = session(written.SerializeToString(), DISABLE_ALL)
         except Exception as exc:
             raise FoldFailed(Stage.BUILD, exc) from None
         return written, folded
 
+    def interface(self, given: Any, written: Any) -> tuple[str, str] | None:
+        before, after = _interface(given), _interface(written)
+        return None if before == after else (before, after)
+
     def version(self) -> str:
         return str(getattr(self.module, "__version__", "unknown")).removeprefix("v")
+
+
+def _interface(model: Any) -> str:
+    """A model's graph inputs and outputs: ``inputs [x: float32[1, 1, 3, 3]] outputs [...]``."""
+
+    def typed(values: Any) -> str:
+        out = []
+        for v in values:
+            t = v.type.tensor_type
+            dims = [d.dim_value if d.HasField("dim_value") else d.dim_param or "?" for d in t.shape.dim]
+            out.append(f"{v.name}: {onnx.helper.tensor_dtype_to_np_dtype(t.elem_type)}{dims}")
+        return "[" + ", ".join(out) + "]"
+
+    return f"inputs {typed(model.graph.input)} outputs {typed(model.graph.output)}"
 
 
 def resolve(name: str, *, complete_fold: bool | None = None) -> ToolFold:

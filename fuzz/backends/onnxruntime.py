@@ -37,8 +37,8 @@ from fuzz.case import ONNX_TOPOLOGIES, Case, Importer
 from fuzz.errors import BnfuzzError, UsageError
 from fuzz.onnx_graph import onnx_graph, onnx_model
 from fuzz.pipeline import Pipeline
-from fuzz.program import named_tensors
 from fuzz.results import Execution, Failure, Outputs, Stage
+from strategies.onnx import onnx_forms
 
 __all__ = [
     "DISABLE_ALL",
@@ -65,6 +65,13 @@ DISABLE_ALL = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
 #: The dtypes the CPU execution provider has a Conv for (no float64 Conv kernel; float16
 #: runs through inserted casts to float32).
 DTYPES = ("float32", "float16")
+#: The newest opset the installed ``onnx`` writes (the pinned ONNX Runtime runs every one).
+MAX_OPSET = onnx.defs.onnx_opset_version()
+#: Per opset, the lowest IR version that can say it (from ``onnx.helper.VERSION_TABLE``).
+MIN_IR_VERSIONS = {
+    opset: min(ir for _, ir, o, *_ in onnx.helper.VERSION_TABLE if o >= opset)
+    for opset in range(7, onnx.defs.onnx_opset_version() + 1)
+}
 #: ONNX operator -> the name :func:`fuzz.oracle` counts it by (as Relax names them).
 OP_NAMES = {
     "Conv": "conv2d",
@@ -140,10 +147,16 @@ class OnnxFold:
     backend: str
     complete_fold: bool = False
 
-    def fold(self, model: bytes, folder: Path) -> tuple[Any, Any]:
-        """The model after the fold (a ModelProto, to count its operators) and a session
-        that runs it; :class:`FoldFailed` where the fold or its model fails."""
+    def fold(self, model: Any, folder: Path) -> tuple[Any, Any]:
+        """The model after the fold of ``model`` (a ModelProto of its own, which a tool might
+        change) as a ModelProto, to count its operators, and a session that runs it;
+        :class:`FoldFailed` where the fold or its model fails."""
         raise NotImplementedError
+
+    def interface(self, given: Any, written: Any) -> tuple[str, str] | None:
+        """The model's inputs and outputs before and after the fold, where the fold's
+        output is the product and they differ (see :class:`fuzz.results.Execution`)."""
+        return None
 
     def execute(
         self,
@@ -164,13 +177,14 @@ class OnnxFold:
             raise RuntimeRejects(f"{self.backend} takes a case of the ONNX form only")
         model = onnx_model(case)
         data = model.SerializeToString()
-        tensors = named_tensors(case)
-        feeds = {name: tensors[name].numpy() for name, _, _ in onnx_graph(case).inputs}
+        feeds = {name: tensor.numpy() for name, tensor in onnx_graph(case).feeds.items()}
         before = count_ops(model)
+        given = onnx.ModelProto()
+        given.CopyFrom(model)
         with tempfile.TemporaryDirectory(prefix="bnfuzz-onnx-") as folder:
             start = time.perf_counter()
             try:
-                written, folded_session = self.fold(data, Path(folder))
+                written, folded_session = self.fold(given, Path(folder))
             except FoldFailed as failed:
                 _unfolded(data, feeds)  # raises RuntimeRejects where that fails too
                 failure = Failure.from_exception(failed.stage, failed.cause)
@@ -181,16 +195,24 @@ class OnnxFold:
         changed = ops[0] != ops[1]
         fired = after["batch_norm"] < before["batch_norm"]
         counts = (before, after)
-        if not changed and not unchanged:
+        interface = self.interface(model, written)
+        mutated = given.SerializeToString() != data
+        if not changed and not unchanged and interface is None and not mutated:
             return Execution(None, None, False, False, None, pass_seconds, 0.0, counts)
         start = time.perf_counter()
-        folded = _run(folded_session, feeds)
+        # the inputs the folded model still has are fed as before (one it lost is not)
+        names = {i.name for i in written.graph.input}
+        folded = _run(folded_session, {k: v for k, v in feeds.items() if k in names})
         if baseline_needed is not None and isinstance(folded, Outputs) and not baseline_needed(folded):
             seconds = time.perf_counter() - start
-            return Execution(None, folded, changed, fired, None, pass_seconds, seconds, counts, True)
+            return Execution(
+                None, folded, changed, fired, None, pass_seconds, seconds, counts, True, interface, mutated
+            )
         baseline = _unfolded(data, feeds)
         seconds = time.perf_counter() - start
-        return Execution(baseline, folded, changed, fired, None, pass_seconds, seconds, counts)
+        return Execution(
+            baseline, folded, changed, fired, None, pass_seconds, seconds, counts, False, interface, mutated
+        )
 
     def cases(self) -> SearchStrategy[Case]:
         """Cases ONNX says and the CPU provider runs: the ONNX form, its topologies, float32
@@ -200,6 +222,7 @@ class OnnxFold:
             topologies=st.sampled_from(ONNX_TOPOLOGIES),
             dtypes=st.sampled_from(DTYPES),
             trainings=st.just(False),
+            onnx_forms=onnx_forms(max_opset=MAX_OPSET, min_ir_versions=MIN_IR_VERSIONS),
         )
 
     def version(self) -> str:
@@ -221,9 +244,9 @@ class OrtFold(OnnxFold):
 
     level: Any = None
 
-    def fold(self, model: bytes, folder: Path) -> tuple[Any, Any]:
+    def fold(self, model: Any, folder: Path) -> tuple[Any, Any]:
         try:
-            folded = session(model, self.level, folder / "optimized.onnx")
+            folded = session(model.SerializeToString(), self.level, folder / "optimized.onnx")
         except Exception as exc:
             raise FoldFailed(Stage.PASS, exc) from None
         return onnx.load(str(folder / "optimized.onnx")), folded

@@ -1,0 +1,144 @@
+"""How an ONNX case's model is written (fuzz.case.OnnxForm): what the form refuses, its JSON,
+and that every way of writing the model computes the same outputs on ONNX Runtime with every
+graph optimization off (the unfolded run every ONNX backend compares against)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from cases import make_case
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fuzz.backends.onnxruntime import DISABLE_ALL, MAX_OPSET, MIN_IR_VERSIONS, session
+from fuzz.case import CaseError, Epilogue, Form, Importer, OnnxForm, Topology
+from fuzz.case_json import case_from_json, case_to_json
+from fuzz.onnx_graph import DEFAULTS, onnx_graph, onnx_model
+from strategies.onnx import fit, onnx_forms
+
+EPS32 = float(np.float32(1e-5))
+VALUES = {"gamma": 3.0, "beta": 0.5, "mean": -0.25, "var": 2.0}
+
+
+def onnx_case(form: OnnxForm, **kwargs: Any) -> Any:
+    kwargs.setdefault("values", VALUES)
+    return make_case(form=Form(Importer.ONNX, onnx=form), epsilon=EPS32, **kwargs)
+
+
+def run(case: Any) -> list[np.ndarray[Any, Any]]:
+    graph = onnx_graph(case)
+    feeds = {name: t.numpy() for name, t in graph.feeds.items()}
+    return [
+        np.asarray(r) for r in session(onnx_model(case).SerializeToString(), DISABLE_ALL).run(None, feeds)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("form", "field"),
+    [
+        (dict(opset=6), "form.onnx.opset"),
+        (dict(opset=9, spatial=False), "form.onnx.spatial"),
+        (dict(opset=7, ir_version=3), "form.onnx.ir_version"),  # IR 3 lists initializers as inputs
+        (dict(ir_version=2, initializer_inputs=True), "form.onnx.ir_version"),
+        (dict(overridden=("scale",)), "form.onnx.overridden"),
+        (dict(overridden=("gamma", "gamma")), "form.onnx.overridden"),
+        (dict(opset=7, ir_version=3, initializer_inputs=True, overridden=("gamma",)), "form.onnx.overridden"),
+    ],
+)
+def test_a_form_onnx_cannot_say_is_refused(form: dict[str, Any], field: str) -> None:
+    with pytest.raises(CaseError) as raised:
+        OnnxForm(**form)
+    assert raised.value.field == field
+
+
+def test_the_form_must_fit_the_case() -> None:
+    with pytest.raises(CaseError, match="parameter already"):
+        onnx_case(OnnxForm(overridden=("gamma",)), parameters=("gamma",))
+    with pytest.raises(CaseError, match="needs a bias"):
+        onnx_case(OnnxForm(overridden=("bias",)))
+    with pytest.raises(CaseError, match="training mode needs opset 14"):
+        onnx_case(OnnxForm(opset=9), training=True)
+    with pytest.raises(CaseError, match="only the ONNX importer"):
+        Form(onnx=OnnxForm(opset=9))
+
+
+def test_a_form_round_trips_through_json_and_the_default_is_not_written() -> None:
+    form = OnnxForm(opset=8, ir_version=3, initializer_inputs=True, spatial=False, value_info=True)
+    case = onnx_case(form)
+    assert case_from_json(case_to_json(case)) == case
+    assert "onnx" not in case_to_json(onnx_case(OnnxForm()))["form"]
+    overridden = onnx_case(OnnxForm(overridden=("weight",)))
+    assert case_from_json(case_to_json(overridden)) == overridden
+
+
+def test_a_training_mode_batch_norm_has_its_three_outputs() -> None:
+    model = onnx_model(onnx_case(OnnxForm(), training=True))  # checked in full inside
+    (bn,) = [n for n in model.graph.node if n.op_type == "BatchNormalization"]
+    assert len(bn.output) == 3
+
+
+def test_statistics_per_position_are_the_per_channel_values_repeated() -> None:
+    case = onnx_case(OnnxForm(opset=7, spatial=False))
+    graph = onnx_graph(case)
+    gamma = graph.initializers["gamma0"]
+    assert gamma.shape == (3, 3, 3)  # (C, H, W) of the conv's 3x3 output
+    assert np.array_equal(
+        gamma.numpy(), np.broadcast_to(case.blocks[0].gamma.numpy()[:, None, None], (3, 3, 3))
+    )
+    bn = next(n for n in graph.nodes if n.op_type == "BatchNormalization")
+    assert bn.attrs["spatial"] == 0 and "training_mode" not in bn.attrs
+
+
+def test_statistics_per_position_fed_as_inputs_have_that_shape_too() -> None:
+    case = onnx_case(OnnxForm(opset=8, spatial=False, overridden=("mean",)), parameters=("gamma",))
+    graph = onnx_graph(case)
+    assert (
+        graph.feeds["gamma0"].shape
+        == graph.feeds["mean0"].shape
+        == graph.initializers["mean0"].shape
+        == (3, 3, 3)
+    )
+    assert [o.tolist() for o in run(case)] == [
+        o.tolist() for o in run(onnx_case(OnnxForm(), parameters=("gamma",)))
+    ]
+
+
+def test_an_overridden_operand_stores_a_stale_default_and_is_fed_the_case_s_values() -> None:
+    case = onnx_case(OnnxForm(overridden=("gamma", "weight")))
+    graph = onnx_graph(case)
+    assert set(graph.initializers["gamma0"].values) == {DEFAULTS["gamma"]}
+    assert graph.feeds["gamma0"] == case.blocks[0].gamma and graph.feeds["weight0"] == case.blocks[0].weight
+    assert [name for name, _, _ in graph.inputs] == ["x", "weight0", "gamma0"]
+
+
+def test_initializers_listed_as_inputs_are_not_fed() -> None:
+    graph = onnx_graph(onnx_case(OnnxForm(initializer_inputs=True), epilogue=Epilogue.CLIP))
+    names = [name for name, _, _ in graph.inputs]
+    assert names[0] == "x" and set(names[1:]) == set(graph.initializers)  # clip bounds too
+    assert list(graph.feeds) == ["x"]
+
+
+def test_clip_before_opset_11_has_its_bounds_as_attributes() -> None:
+    model = onnx_model(onnx_case(OnnxForm(opset=9), epilogue=Epilogue.CLIP))
+    (clip,) = [n for n in model.graph.node if n.op_type == "Clip"]
+    assert list(clip.input) == ["out0"] and {a.name for a in clip.attribute} == {"min", "max"}
+
+
+def test_value_info_and_versions_are_written() -> None:
+    model = onnx_model(onnx_case(OnnxForm(opset=9, ir_version=5, value_info=True), topology=Topology.CHAIN))
+    assert model.ir_version == 5 and model.opset_import[0].version == 9
+    assert [v.name for v in model.graph.value_info] == ["conv0", "out0", "relu0", "conv1"]
+    assert onnx_model(onnx_case(OnnxForm())).ir_version == onnx.IR_VERSION
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    form=onnx_forms(max_opset=MAX_OPSET, min_ir_versions=MIN_IR_VERSIONS), epilogue=st.sampled_from(Epilogue)
+)
+def test_every_form_computes_what_the_plain_model_computes(form: OnnxForm, epilogue: Epilogue) -> None:
+    plain = onnx_case(OnnxForm(), epilogue=epilogue)
+    written = onnx_case(fit(form, plain), epilogue=epilogue)  # the operands the case has
+    assert [o.tolist() for o in run(written)] == [o.tolist() for o in run(plain)], form
