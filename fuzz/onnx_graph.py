@@ -42,7 +42,7 @@ from fuzz.case import (
     conv_output_shape,
 )
 
-__all__ = ["DEFAULTS", "Node", "OnnxGraph", "onnx_graph", "onnx_model"]
+__all__ = ["DEFAULTS", "Node", "OnnxGraph", "min_ir_versions", "newest_opset", "onnx_graph", "onnx_model"]
 
 #: Clip takes its bounds as inputs from this opset on (before: attributes).
 CLIP_INPUTS_OPSET = 11
@@ -205,6 +205,21 @@ def _per_position(tensor: Tensor, spatial: tuple[int, ...]) -> Tensor:
     """A per-channel tensor repeated over every position: shape ``(C, *spatial)``."""
     values = np.repeat(np.asarray(tensor.values, dtype=np.float64), int(np.prod(spatial)))
     return Tensor(tensor.dtype, (tensor.shape[0], *spatial), tuple(float(v) for v in values))
+
+
+def newest_opset() -> int:
+    """The newest opset of the default domain the installed ``onnx`` writes."""
+    import onnx
+
+    return int(onnx.defs.onnx_opset_version())
+
+
+def min_ir_versions() -> dict[int, int]:
+    """Per opset from 7, the lowest IR version that can say it (``onnx.helper.VERSION_TABLE``)."""
+    import onnx
+
+    table = onnx.helper.VERSION_TABLE
+    return {opset: min(ir for _, ir, o, *_ in table if o >= opset) for opset in range(7, newest_opset() + 1)}
 
 
 def onnx_model(case: Case) -> Any:

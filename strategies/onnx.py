@@ -26,10 +26,20 @@ __all__ = ["fit", "onnx_forms"]
 DEFAULT = OnnxForm()
 
 
-def onnx_forms(*, max_opset: int, min_ir_versions: Mapping[int, int]) -> SearchStrategy[OnnxForm]:
+def onnx_forms(
+    *,
+    max_opset: int,
+    min_ir_versions: Mapping[int, int],
+    per_position: bool = True,
+    overridden: bool = True,
+    initializer_inputs: bool = True,
+) -> SearchStrategy[OnnxForm]:
     """OnnxForms for opsets 7..``max_opset``; ``min_ir_versions``: per opset, the lowest IR
     version a model of it may have (older IR versions cannot say the opset). IR version 3
-    (opsets 7, 8) lists every initializer as an input, as its exporters did."""
+    (opsets 7, 8) lists every initializer as an input, as its exporters did.
+    ``per_position=False`` never draws ``spatial=0``, ``overridden=False`` no overridden
+    operand, ``initializer_inputs=False`` no initializer listed as an input (nor IR version 3):
+    for a backend that cannot take them, or documents what it does with them."""
     if max_opset < DEFAULT.opset:
         raise ValueError(f"max_opset must be at least {DEFAULT.opset}, got {max_opset}")
     # opsets by era with BatchNormalization's spatial, one choice (so a case that strays from
@@ -38,7 +48,7 @@ def onnx_forms(*, max_opset: int, min_ir_versions: Mapping[int, int]) -> SearchS
     old = ONNX_SPATIAL_OPSETS
     eras: list[tuple[tuple[int, ...], bool | None]] = [
         ((DEFAULT.opset,), None),
-        (old, False),
+        *([(old, False)] if per_position else []),
         (old, None),
         (old, True),
         (tuple(range(old[-1] + 1, DEFAULT.opset)), None),
@@ -51,7 +61,8 @@ def onnx_forms(*, max_opset: int, min_ir_versions: Mapping[int, int]) -> SearchS
     # None: the package's own IR version; k: the lowest that says the opset, plus k
     choose_ir = mostly_first([None, 0, 1, 2, 4])
     choose_flag = mostly_first([False, True])
-    choose_overridden = mostly_first([(), *((name,) for name in OPERANDS)])
+    choose_overridden = mostly_first([(), *((name,) for name in OPERANDS)] if overridden else [()])
+    listed = initializer_inputs
 
     @st.composite
     def draw_form(draw: DrawFn) -> OnnxForm:
@@ -59,12 +70,14 @@ def onnx_forms(*, max_opset: int, min_ir_versions: Mapping[int, int]) -> SearchS
         opset = draw(st.sampled_from(opsets))
         above = draw(choose_ir)
         ir_version = 0 if above is None else min(min_ir_versions.get(opset, 3) + above, newest_ir)
-        initializer_inputs = draw(choose_flag) or 0 < ir_version < 4
+        if 0 < ir_version < 4 and not listed:
+            ir_version = 0
+        initializers_listed = listed and (draw(choose_flag) or 0 < ir_version < 4)
         overridden = draw(choose_overridden)
         if 0 < ir_version < 4:
             overridden = ()  # initializers were constants then
         value_info = draw(choose_flag)
-        return OnnxForm(opset, ir_version, initializer_inputs, overridden, spatial, value_info)
+        return OnnxForm(opset, ir_version, initializers_listed, overridden, spatial, value_info)
 
     return draw_form()
 

@@ -13,10 +13,10 @@ from cases import make_case
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fuzz.backends.onnxruntime import DISABLE_ALL, MAX_OPSET, MIN_IR_VERSIONS, session
+from fuzz.backends.onnxruntime import DISABLE_ALL, session
 from fuzz.case import CaseError, Epilogue, Form, Importer, OnnxForm, Topology
 from fuzz.case_json import case_from_json, case_to_json
-from fuzz.onnx_graph import DEFAULTS, onnx_graph, onnx_model
+from fuzz.onnx_graph import DEFAULTS, min_ir_versions, newest_opset, onnx_graph, onnx_model
 from strategies.onnx import fit, onnx_forms
 
 EPS32 = float(np.float32(1e-5))
@@ -136,7 +136,8 @@ def test_value_info_and_versions_are_written() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    form=onnx_forms(max_opset=MAX_OPSET, min_ir_versions=MIN_IR_VERSIONS), epilogue=st.sampled_from(Epilogue)
+    form=onnx_forms(max_opset=newest_opset(), min_ir_versions=min_ir_versions()),
+    epilogue=st.sampled_from(Epilogue),
 )
 def test_every_form_computes_what_the_plain_model_computes(form: OnnxForm, epilogue: Epilogue) -> None:
     plain = onnx_case(OnnxForm(), epilogue=epilogue)

@@ -4,8 +4,10 @@ A :class:`Fold` is one fold under test, resolved from the name given on the comm
 (:func:`resolve_fold`): TVM Relax's passes (``upstream``, ``fixed``, ``identity``,
 ``mutant:NAME``, ``MODULE:ATTR``; :mod:`fuzz.backends.tvm`) or ONNX Runtime's graph
 optimizer at a level (``onnxruntime:basic``, ``:extended``, ``:all``;
-:mod:`fuzz.backends.onnxruntime`), or an ONNX model tool (``onnxoptimizer``, ``onnxslim``,
-``onnxsim``; :mod:`fuzz.backends.onnx_tools`). A fold materialises a case in its framework, runs it
+:mod:`fuzz.backends.onnxruntime`), an ONNX model tool (``onnxoptimizer``, ``onnxslim``,
+``onnxsim``; :mod:`fuzz.backends.onnx_tools`), or OpenVINO's CPU plugin (``openvino``;
+:mod:`fuzz.backends.openvino`). TVM's names include its ONNX path, ``tvm:onnx``. A fold
+materialises a case in its framework, runs it
 unfolded and folded, and returns what happened as the framework-free values of
 :mod:`fuzz.results` (:class:`~fuzz.results.Execution`); the reference, the oracle, the
 campaign, the minimiser and the reports take it from there and import no framework.
@@ -18,8 +20,8 @@ says which extra installs it.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from fuzz.errors import BnfuzzError
@@ -114,6 +116,21 @@ class ModelTool:
     project: str
     #: the code that folds, as the issue names it
     at_fault: str
+    #: the code at fault where a finding needs a classifying attribute (``attribute=value``,
+    #: :mod:`fuzz.attributes`), in place of ``at_fault``
+    at_fault_for: Mapping[str, str] = field(default_factory=dict)
+    #: behaviour the tool documents, by the ``attribute=value`` that shows it: its own words.
+    #: Its backend draws no such case (see :meth:`fuzz.backends.onnx_tools.ToolFold.cases`).
+    documented: Mapping[str, str] = field(default_factory=dict)
+
+    def fault(self, attributes: Mapping[str, str]) -> str:
+        """The code at fault for a finding with these classifying attributes."""
+        return next((t for key, t in self.at_fault_for.items() if _holds(key, attributes)), self.at_fault)
+
+
+def _holds(key: str, attributes: Mapping[str, str]) -> bool:
+    name, _, value = key.partition("=")
+    return attributes.get(name) == value
 
 
 #: Model tool name (``--pass NAME``) -> how it is called.
@@ -124,18 +141,57 @@ MODEL_TOOLS: dict[str, ModelTool] = {
         "onnx/optimizer",
         "the `fuse_bn_into_conv` pass (`onnxoptimizer/passes/fuse_bn_into_conv.h`), one of the "
         "default passes of `optimize`",
+        {
+            "spatial=per-position": "`modify_conv` in the `fuse_bn_into_conv` pass "
+            "(`onnxoptimizer/passes/fuse_bn_into_conv.h`): it asserts `bn_scale.sizes().size() == 1` "
+            "instead of leaving alone a BatchNormalization whose `spatial` attribute is 0 (statistics "
+            "per position, shape (C, H, W))",
+        },
     ),
     "onnxslim": ModelTool(
         "onnxslim",
         "onnxslim.slim(model)",
         "inisis/OnnxSlim",
         "the Conv+BatchNormalization fusion pattern (`onnxslim/core/pattern/fusion/convbn.py`)",
+        {
+            "spatial=per-position": "the Conv+BatchNormalization fusion pattern "
+            "(`onnxslim/core/pattern/fusion/convbn.py`, `ConvBatchNormMatcher.rewrite`): it reshapes the "
+            "statistics as per-channel vectors without checking BatchNormalization's `spatial` attribute "
+            "(0 here: statistics per position, shape (C, H, W))",
+            "initializers=inputs": "the vendored onnx-graphsurgeon importer "
+            '(`onnxslim/third_party/onnx_graphsurgeon/importers/onnx_importer.py`, "Initializers are not '
+            'considered to be inputs"): it drops every graph input that has an initializer, so the '
+            "written model loses inputs a caller may feed, the fusion bakes their default values in, and "
+            "`slim` changes the model it was given (`freeze`, `onnxslim/core/__init__.py`)",
+            "initializers=overridden": "the vendored onnx-graphsurgeon importer "
+            '(`onnxslim/third_party/onnx_graphsurgeon/importers/onnx_importer.py`, "Initializers are not '
+            'considered to be inputs"): it drops every graph input that has an initializer, so the '
+            "fusion bakes in the stored default of an input the caller feeds, the written model loses "
+            "that input, and `slim` changes the model it was given (`freeze`, `onnxslim/core/__init__.py`)",
+            "ir_version=3": "the vendored onnx-graphsurgeon exporter "
+            "(`onnxslim/third_party/onnx_graphsurgeon/exporters/onnx_exporter.py`): it keeps the model's "
+            "IR version 3 while writing initializers that are not graph inputs, which IR versions below 4 "
+            "do not allow",
+        },
     ),
     "onnxsim": ModelTool(
         "onnxsim",
         "onnxsim.simplify(model)[0]",
         "daquexian/onnx-simplifier",
         "onnxoptimizer's `fuse_bn_into_conv` pass, which `simplify` runs by default (`skip_fuse_bn=False`)",
+        {
+            "spatial=per-position": "onnxsim's own copy of `fuse_bn_into_conv` "
+            "(`onnxsim/passes/fuse_bn_into_conv.h`, `modify_conv`): it asserts per-channel statistics "
+            "instead of leaving alone a BatchNormalization whose `spatial` attribute is 0",
+        },
+        documented={
+            "initializers": "By ONNX specification, initializers can also serve as inputs. This allows "
+            "users to overwrite their values during runtime, but some useful optimizations like "
+            "fuse-conv-and-bn will not be applicable anymore. [...] So onnxsim treats all initializers "
+            "immutable to enabling all optimizations. If it is not wanted, you can specify "
+            "'--mutable-initializer' to disable this behavior. (onnxsim's `--mutable-initializer` help; "
+            "`simplify(mutable_initializer=False)`)",
+        },
     ),
 }
 
@@ -145,6 +201,7 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "tvm": ("fuzz.backends.tvm", "test"),
     "onnxruntime": ("fuzz.backends.onnxruntime", "onnxruntime"),
     **{name: ("fuzz.backends.onnx_tools", "onnx-tools") for name in MODEL_TOOLS},
+    "openvino": ("fuzz.backends.openvino", "openvino"),
 }
 
 
@@ -156,7 +213,7 @@ def backend_of(name: str) -> str:
     """The backend a fold name belongs to: a model tool's name (``onnxslim``), or a prefix
     that names a backend (``onnxruntime:basic``), else TVM (``upstream``, ``mutant:NAME``,
     ``MODULE:ATTR``)."""
-    if name in MODEL_TOOLS:
+    if name in MODEL_TOOLS or name == "openvino":
         return name
     prefix, colon, _ = name.partition(":")
     return prefix if colon and prefix in BACKENDS and prefix != "tvm" else "tvm"

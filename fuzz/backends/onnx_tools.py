@@ -19,10 +19,14 @@ from pathlib import Path
 from typing import Any
 
 import onnx
+from hypothesis.strategies import SearchStrategy
 
 from fuzz.backends import MODEL_TOOLS, BackendMissing, ModelTool
-from fuzz.backends.onnxruntime import DISABLE_ALL, FoldFailed, OnnxFold, session
+from fuzz.backends.onnxruntime import DISABLE_ALL, Folded, FoldFailed, OnnxFold, onnx_cases, session
+from fuzz.case import Case
+from fuzz.onnx_graph import min_ir_versions, newest_opset
 from fuzz.results import Stage
+from strategies.onnx import onnx_forms
 
 __all__ = ["ToolFold", "resolve"]
 
@@ -34,7 +38,7 @@ class ToolFold(OnnxFold):
     tool: ModelTool | None = None
     module: Any = None
 
-    def fold(self, model: Any, folder: Path) -> tuple[Any, Any]:
+    def fold(self, model: Any, folder: Path) -> Folded:
         assert self.tool is not None
         try:
             with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
@@ -51,11 +55,25 @@ class ToolFold(OnnxFold):
             folded = session(written.SerializeToString(), DISABLE_ALL)
         except Exception as exc:
             raise FoldFailed(Stage.BUILD, exc) from None
-        return written, folded
+        return Folded(folded, written)
 
     def interface(self, given: Any, written: Any) -> tuple[str, str] | None:
         before, after = _interface(given), _interface(written)
         return None if before == after else (before, after)
+
+    def cases(self) -> SearchStrategy[Case]:
+        """:meth:`OnnxFold.cases`, without the cases that show what the tool documents (onnxsim:
+        initializers also listed as inputs are constants to it)."""
+        assert self.tool is not None
+        if "initializers" not in self.tool.documented:
+            return super().cases()
+        forms = onnx_forms(
+            max_opset=newest_opset(),
+            min_ir_versions=min_ir_versions(),
+            overridden=False,
+            initializer_inputs=False,
+        )
+        return onnx_cases(forms)
 
     def version(self) -> str:
         return str(getattr(self.module, "__version__", "unknown")).removeprefix("v")

@@ -33,9 +33,9 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
 import strategies
-from fuzz.case import ONNX_TOPOLOGIES, Case, Importer
+from fuzz.case import ONNX_TOPOLOGIES, Case, Importer, OnnxForm
 from fuzz.errors import BnfuzzError, UsageError
-from fuzz.onnx_graph import onnx_graph, onnx_model
+from fuzz.onnx_graph import min_ir_versions, newest_opset, onnx_graph, onnx_model
 from fuzz.pipeline import Pipeline
 from fuzz.results import Execution, Failure, Outputs, Stage
 from strategies.onnx import onnx_forms
@@ -46,10 +46,12 @@ __all__ = [
     "LEVELS",
     "OP_NAMES",
     "FoldFailed",
+    "Folded",
     "OnnxFold",
     "OrtFold",
     "RuntimeRejects",
     "count_ops",
+    "onnx_cases",
     "resolve",
     "session",
 ]
@@ -65,13 +67,6 @@ DISABLE_ALL = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
 #: The dtypes the CPU execution provider has a Conv for (no float64 Conv kernel; float16
 #: runs through inserted casts to float32).
 DTYPES = ("float32", "float16")
-#: The newest opset the installed ``onnx`` writes (the pinned ONNX Runtime runs every one).
-MAX_OPSET = onnx.defs.onnx_opset_version()
-#: Per opset, the lowest IR version that can say it (from ``onnx.helper.VERSION_TABLE``).
-MIN_IR_VERSIONS = {
-    opset: min(ir for _, ir, o, *_ in onnx.helper.VERSION_TABLE if o >= opset)
-    for opset in range(7, onnx.defs.onnx_opset_version() + 1)
-}
 #: ONNX operator -> the name :func:`fuzz.oracle` counts it by (as Relax names them).
 OP_NAMES = {
     "Conv": "conv2d",
@@ -87,6 +82,22 @@ OP_NAMES = {
 
 class RuntimeRejects(BnfuzzError, ValueError):
     """ONNX Runtime cannot run the case even unfolded: the case is outside this backend."""
+
+
+@dataclass(frozen=True)
+class Folded:
+    """What a fold gave: something that runs (``run(None, feeds)`` -> arrays, as an ONNX Runtime
+    session does), and the ONNX model it wrote (to count its operators, read its inputs), or
+    None where the fold compiles the model and writes none (then ``fired`` says whether the
+    compiled graph lost its batch norms)."""
+
+    runnable: Any
+    model: Any = None
+    fired: bool = False
+    #: where no model is written: the names of the compiled model's inputs, and its inputs
+    #: and outputs before and after described where they differ
+    inputs: tuple[str, ...] = ()
+    interface: tuple[str, str] | None = None
 
 
 class FoldFailed(Exception):
@@ -113,7 +124,7 @@ def session(model: bytes, level: Any, optimized: Path | None = None) -> Any:
     options = ort.SessionOptions()
     options.graph_optimization_level = level
     options.intra_op_num_threads = 1
-    options.log_severity_level = 3
+    options.log_severity_level = 4  # fatal only: a failure comes back as an exception
     if optimized is not None:
         options.optimized_model_filepath = str(optimized)
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
@@ -147,10 +158,10 @@ class OnnxFold:
     backend: str
     complete_fold: bool = False
 
-    def fold(self, model: Any, folder: Path) -> tuple[Any, Any]:
-        """The model after the fold of ``model`` (a ModelProto of its own, which a tool might
-        change) as a ModelProto, to count its operators, and a session that runs it;
-        :class:`FoldFailed` where the fold or its model fails."""
+    def fold(self, model: Any, folder: Path) -> Folded:
+        """The fold of ``model`` (a ModelProto of its own, which a tool might change), in
+        ``folder`` (a temporary directory); :class:`FoldFailed` where the fold or its model
+        fails."""
         raise NotImplementedError
 
     def interface(self, given: Any, written: Any) -> tuple[str, str] | None:
@@ -184,25 +195,32 @@ class OnnxFold:
         with tempfile.TemporaryDirectory(prefix="bnfuzz-onnx-") as folder:
             start = time.perf_counter()
             try:
-                written, folded_session = self.fold(given, Path(folder))
+                done = self.fold(given, Path(folder))
             except FoldFailed as failed:
                 _unfolded(data, feeds)  # raises RuntimeRejects where that fails too
                 failure = Failure.from_exception(failed.stage, failed.cause)
                 return Execution(None, failure, False, False, None, time.perf_counter() - start, 0.0)
             pass_seconds = time.perf_counter() - start
-        after = count_ops(written)
-        ops = ([n.op_type for n in model.graph.node], [n.op_type for n in written.graph.node])
-        changed = ops[0] != ops[1]
-        fired = after["batch_norm"] < before["batch_norm"]
-        counts = (before, after)
-        interface = self.interface(model, written)
+        written = done.model
+        counts: tuple[dict[str, int], dict[str, int]] | None = None
+        interface = None
+        if written is None:  # compiled: nothing to read back but its inputs and batch norms
+            changed, fired, interface = True, done.fired, done.interface
+            feeds_after = {k: v for k, v in feeds.items() if k in done.inputs}
+        else:
+            after = count_ops(written)
+            changed = [n.op_type for n in model.graph.node] != [n.op_type for n in written.graph.node]
+            fired = after["batch_norm"] < before["batch_norm"]
+            counts = (before, after)
+            interface = self.interface(model, written)
+            # the inputs the folded model still has are fed as before (one it lost is not)
+            names = {i.name for i in written.graph.input}
+            feeds_after = {k: v for k, v in feeds.items() if k in names}
         mutated = given.SerializeToString() != data
         if not changed and not unchanged and interface is None and not mutated:
             return Execution(None, None, False, False, None, pass_seconds, 0.0, counts)
         start = time.perf_counter()
-        # the inputs the folded model still has are fed as before (one it lost is not)
-        names = {i.name for i in written.graph.input}
-        folded = _run(folded_session, {k: v for k, v in feeds.items() if k in names})
+        folded = _run(done.runnable, feeds_after)
         if baseline_needed is not None and isinstance(folded, Outputs) and not baseline_needed(folded):
             seconds = time.perf_counter() - start
             return Execution(
@@ -215,15 +233,9 @@ class OnnxFold:
         )
 
     def cases(self) -> SearchStrategy[Case]:
-        """Cases ONNX says and the CPU provider runs: the ONNX form, its topologies, float32
-        and float16, inference mode (a training-mode BatchNormalization has other outputs)."""
-        return strategies.cases(
-            importers=st.just(Importer.ONNX),
-            topologies=st.sampled_from(ONNX_TOPOLOGIES),
-            dtypes=st.sampled_from(DTYPES),
-            trainings=st.just(False),
-            onnx_forms=onnx_forms(max_opset=MAX_OPSET, min_ir_versions=MIN_IR_VERSIONS),
-        )
+        """Cases ONNX says and the CPU provider runs (:func:`onnx_cases`), written in every way
+        :class:`~fuzz.case.OnnxForm` has."""
+        return onnx_cases(onnx_forms(max_opset=newest_opset(), min_ir_versions=min_ir_versions()))
 
     def version(self) -> str:
         return str(ort.__version__)
@@ -238,18 +250,31 @@ class OnnxFold:
         return None
 
 
+def onnx_cases(forms: SearchStrategy[OnnxForm]) -> SearchStrategy[Case]:
+    """Cases ONNX says and the CPU provider runs, written as ``forms`` draws: the ONNX form,
+    its topologies, float32 and float16, inference mode (on a training-mode BatchNormalization,
+    ONNX Runtime's optimization levels disagree where nothing is fused: docs/backends.md)."""
+    return strategies.cases(
+        importers=st.just(Importer.ONNX),
+        topologies=st.sampled_from(ONNX_TOPOLOGIES),
+        dtypes=st.sampled_from(DTYPES),
+        trainings=st.just(False),
+        onnx_forms=forms,
+    )
+
+
 @dataclass(frozen=True)
 class OrtFold(OnnxFold):
     """ONNX Runtime's graph optimizer at one level, as a :class:`fuzz.backends.Fold`."""
 
     level: Any = None
 
-    def fold(self, model: Any, folder: Path) -> tuple[Any, Any]:
+    def fold(self, model: Any, folder: Path) -> Folded:
         try:
             folded = session(model.SerializeToString(), self.level, folder / "optimized.onnx")
         except Exception as exc:
             raise FoldFailed(Stage.PASS, exc) from None
-        return onnx.load(str(folder / "optimized.onnx")), folded
+        return Folded(folded, onnx.load(str(folder / "optimized.onnx")))
 
 
 def resolve(name: str, *, complete_fold: bool | None = None) -> OrtFold:

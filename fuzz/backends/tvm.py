@@ -4,26 +4,37 @@
 (apply, check well-formedness, build, run), :mod:`fuzz.compile_cache` (compile once per
 structure) and :mod:`fuzz.pipeline` (the pass among its neighbours) behind
 :class:`fuzz.backends.Fold`.
+
+``tvm:onnx`` is TVM users' ONNX path: a model imported with
+``relax.frontend.onnx.from_onnx`` (its defaults: parameters bound as constants), then
+``FoldBatchnormToConv2D`` (``tvm:onnx:fixed``: our pass). It draws ONNX cases only, written
+in every way :class:`~fuzz.case.OnnxForm` has that the frontend imports: not BatchNormalization's
+``spatial=0`` (the frontend rejects it), and no overridden initializer (``from_onnx``
+documents that without ``keep_params_in_input`` "parameters are treated as constant and folded
+directly into the graph", so a value fed for one is not used, with or without the fold).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
 import strategies
 from fuzz.build import build_module
-from fuzz.case import Case
+from fuzz.case import ONNX_DTYPES, ONNX_TOPOLOGIES, Case, Importer
 from fuzz.compat import structural_equal, tvm_version
 from fuzz.execute import execute
+from fuzz.onnx_graph import min_ir_versions, newest_opset
 from fuzz.passes import PassFactory, ResolvedPass, resolve_pass
 from fuzz.pipeline import Pipeline, PipelinePass
 from fuzz.pipeline import gated as gated_passes
 from fuzz.results import Execution, Outputs
+from strategies.onnx import onnx_forms
 
 __all__ = ["TvmFold", "fold_of", "resolve"]
 
@@ -36,6 +47,8 @@ class TvmFold:
     make: PassFactory
     complete_fold: bool = False
     backend: str = "tvm"
+    #: draws ONNX cases only, imported by TVM's ONNX frontend (``tvm:onnx``)
+    onnx_only: bool = False
 
     def __call__(self) -> Any:
         """A fresh pass (the fold is also its pass factory)."""
@@ -70,7 +83,17 @@ class TvmFold:
         )
 
     def cases(self) -> SearchStrategy[Case]:
-        return strategies.cases()
+        if not self.onnx_only:
+            return strategies.cases()
+        forms = onnx_forms(
+            max_opset=newest_opset(), min_ir_versions=min_ir_versions(), per_position=False, overridden=False
+        )
+        return strategies.cases(
+            importers=st.just(Importer.ONNX),
+            topologies=st.sampled_from(ONNX_TOPOLOGIES),
+            dtypes=st.sampled_from(ONNX_DTYPES),
+            onnx_forms=forms,
+        )
 
     def version(self) -> str:
         return tvm_version()
@@ -95,8 +118,17 @@ class TvmFold:
         return "Sequential and direct calls of the same passes, every pass enabled, give different modules"
 
 
+#: TVM users' ONNX path, and the passes it may end in (``tvm:onnx`` is ``tvm:onnx:upstream``).
+ONNX_PATH = "tvm:onnx"
+
+
 def resolve(name: str, *, complete_fold: bool | None = None) -> TvmFold:
-    """The TVM fold named ``name`` (:func:`fuzz.passes.resolve_pass`)."""
+    """The TVM fold named ``name`` (:func:`fuzz.passes.resolve_pass`), or TVM's ONNX path
+    ending in one (``tvm:onnx``, ``tvm:onnx:PASS``)."""
+    if name == ONNX_PATH or name.startswith(ONNX_PATH + ":"):
+        inner = name.removeprefix(ONNX_PATH).removeprefix(":") or "upstream"
+        fold = fold_of(resolve_pass(inner, complete_fold=complete_fold))
+        return replace(fold, name=name, onnx_only=True)
     return fold_of(resolve_pass(name, complete_fold=complete_fold))
 
 

@@ -1,0 +1,89 @@
+"""OpenVINO, as a backend: its CPU plugin folds a Conv+BatchNormalization while it compiles a
+model (``BatchNormDecomposition`` turns the batch norm into a multiply and an add,
+``ConvolutionMultiplyFusion`` folds the multiply into the weights).
+
+OpenVINO has no mode that leaves the model unfolded, so the unfolded run is ONNX Runtime's
+with every graph optimization off (:class:`fuzz.backends.onnxruntime.OnnxFold`), and the
+folded run is the model compiled for the CPU the way its users compile it,
+``core.compile_model(path, "CPU", CONFIG)``, with one setting beyond the defaults: the
+inference precision is the model's (``INFERENCE_PRECISION_HINT: f32``). By default the CPU
+plugin computes in bfloat16 where the CPU has bfloat16 instructions (this machine's
+``core.get_property("CPU", "INFERENCE_PRECISION_HINT")`` says ``bf16``), a documented
+precision trade, not a fold defect: every value set would be out of tolerance. One inference
+thread: the same bits every run.
+
+A compile that raises on a model ONNX Runtime runs is a finding at the ``pass`` stage. No
+model is written, so no operator counts: whether the fold fired is read from the compiled
+graph (no batch-norm or elementwise layer left), and must-not-fold is judged by the numbers.
+The compiled model's input and output names are compared with the model's (``io-change``).
+
+Imports ``openvino``, ``onnx`` and ``onnxruntime``; no TVM.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import openvino as ov
+
+from fuzz.backends.onnxruntime import Folded, FoldFailed, OnnxFold
+from fuzz.errors import UsageError
+from fuzz.results import Stage
+
+__all__ = ["CONFIG", "OpenVinoFold", "resolve"]
+
+#: The compile settings beyond OpenVINO's defaults (see the module docstring).
+CONFIG = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1}
+#: Layer types of the compiled graph that mean a batch norm was not folded into its conv.
+UNFOLDED_LAYERS = frozenset({"BatchNormalization", "BatchNormInference", "Eltwise", "MVN"})
+
+
+class _Compiled:
+    """A compiled model with ONNX Runtime's ``run(None, feeds)``."""
+
+    def __init__(self, compiled: Any) -> None:
+        self.compiled = compiled
+
+    def run(self, _: None, feeds: dict[str, np.ndarray[Any, Any]]) -> list[np.ndarray[Any, Any]]:
+        results = self.compiled(feeds)
+        return [np.asarray(results[output]) for output in self.compiled.outputs]
+
+
+@dataclass(frozen=True)
+class OpenVinoFold(OnnxFold):
+    """OpenVINO's CPU plugin as a :class:`fuzz.backends.Fold`."""
+
+    core: Any = None
+
+    def fold(self, model: Any, folder: Path) -> Folded:
+        path = folder / "model.onnx"
+        onnx.save(model, str(path))
+        try:
+            compiled = self.core.compile_model(str(path), "CPU", CONFIG)
+        except Exception as exc:
+            raise FoldFailed(Stage.PASS, exc) from None
+        runtime = compiled.get_runtime_model().get_ordered_ops()
+        layers = {op.get_rt_info()["layerType"].astype(str) for op in runtime}
+        before = _names([i.name for i in model.graph.input], [o.name for o in model.graph.output])
+        inputs = tuple(port.get_any_name() for port in compiled.inputs)
+        after = _names(list(inputs), [port.get_any_name() for port in compiled.outputs])
+        interface = None if before == after else (before, after)
+        return Folded(_Compiled(compiled), None, not UNFOLDED_LAYERS & layers, inputs, interface)
+
+    def version(self) -> str:
+        return str(ov.__version__).split("-")[0]
+
+
+def _names(inputs: list[str], outputs: list[str]) -> str:
+    return f"inputs [{', '.join(inputs)}] outputs [{', '.join(outputs)}]"
+
+
+def resolve(name: str, *, complete_fold: bool | None = None) -> OpenVinoFold:
+    """``openvino`` as a fold; any other name of this backend is a :class:`UsageError`."""
+    if name != "openvino":
+        raise UsageError(f"unknown fold {name!r}: OpenVINO's is `openvino` (its CPU plugin)")
+    return OpenVinoFold(name=name, backend="openvino", complete_fold=bool(complete_fold), core=ov.Core())

@@ -1,0 +1,101 @@
+"""OpenVINO's CPU plugin as a backend: hand-made cases with a known verdict either way, a
+missing OpenVINO, the command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cases import make_case
+
+from fuzz.backends import backend_of, resolve_fold
+from fuzz.backends.openvino import OpenVinoFold
+from fuzz.case import Case, Form, Importer, OnnxForm, Topology
+from fuzz.check import check
+from fuzz.errors import UsageError
+from fuzz.oracle import Symptom
+
+ROOT = Path(__file__).resolve().parent.parent
+EPS32 = float(np.float32(1e-5))
+ONE = {"c_in": 1, "c_out": 1, "height": 1, "width": 1, "kh": 1, "kw": 1}
+#: x = 0, W * gamma / sqrt(var + eps) = 1e30 * 1e10 overflows float32 (see test_onnx_tools.py)
+OVERFLOW = {"x": 0.0, "weight": 1e30, "gamma": 1e10, "mean": 1.0, "var": 1.0}
+OPENVINO = resolve_fold("openvino")
+
+
+def onnx_case(form: OnnxForm | None = None, **kwargs: object) -> Case:
+    kwargs.setdefault("values", {"gamma": 3.0, "mean": 0.5})
+    return make_case(form=Form(Importer.ONNX, onnx=form or OnnxForm()), epsilon=EPS32, **kwargs)  # type: ignore[arg-type]
+
+
+def test_the_name_resolves_to_the_backend() -> None:
+    assert isinstance(OPENVINO, OpenVinoFold) and OPENVINO.backend == backend_of("openvino") == "openvino"
+    assert OPENVINO.version()[0].isdigit()
+    with pytest.raises(UsageError, match="openvino"):
+        resolve_fold("openvino:gpu")
+
+
+@pytest.mark.parametrize("topology", [Topology.CONV_BN, Topology.CHAIN, Topology.CONV_SHARED])
+def test_a_plain_case_has_no_finding(topology: Topology) -> None:
+    checked = check(onnx_case(topology=topology), OPENVINO)
+    assert checked.verdict.findings == () and checked.verdict.lowering == ()
+
+
+def test_the_fold_fires_on_a_plain_case() -> None:
+    assert check(onnx_case(), OPENVINO).execution.fired
+
+
+def test_folded_weights_out_of_range_turn_a_finite_output_into_nan() -> None:
+    finding = check(onnx_case(values=OVERFLOW, **ONE), OPENVINO).verdict.primary  # type: ignore[arg-type]
+    assert finding is not None and finding.symptom is Symptom.FINITE_TO_NONFINITE
+    in_range = onnx_case(values=OVERFLOW | {"weight": 1e20}, **ONE)  # type: ignore[arg-type]
+    assert check(in_range, OPENVINO).verdict.findings == ()
+
+
+def test_its_onnx_frontend_rejects_statistics_per_position() -> None:
+    finding = check(onnx_case(OnnxForm(opset=7, spatial=False)), OPENVINO).verdict.primary
+    assert finding is not None and finding.symptom is Symptom.PASS_EXCEPTION
+    assert "BatchNormalization-7" in finding.message
+
+
+def test_an_overridden_initializer_becomes_a_constant() -> None:
+    findings = check(onnx_case(OnnxForm(overridden=("gamma",))), OPENVINO).verdict.findings
+    assert [f.symptom for f in findings] == [Symptom.IO_CHANGE, Symptom.OUT_OF_TOLERANCE]
+    assert "gamma0" in findings[0].message
+
+
+def test_initializers_listed_as_inputs_are_no_inputs_of_the_compiled_model() -> None:
+    findings = check(onnx_case(OnnxForm(initializer_inputs=True)), OPENVINO).verdict.findings
+    assert [f.symptom for f in findings] == [Symptom.IO_CHANGE]  # the values are the stored ones
+    assert "to inputs [x] outputs [out0]" in findings[0].message
+
+
+@pytest.mark.slow
+def test_without_openvino_its_name_says_which_extra_to_install() -> None:
+    script = (
+        "import sys\n"
+        "sys.modules['openvino'] = None\n"
+        "from fuzz.cli import main\n"
+        "sys.exit(main(['run', '--pass', 'openvino', '--max-examples', '1']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert done.returncode == 2, done.stderr
+    assert "pip install -e '.[openvino]'" in done.stderr
+
+
+@pytest.mark.slow
+def test_a_campaign_finds_the_overflow_class(tmp_path: Path) -> None:
+    command = ["run", "--pass", "openvino", "--max-examples", "600", "--shrink-seconds", "0", "--json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "fuzz.cli", *command, "--out", str(tmp_path / "findings")],
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+    )  # fmt: skip
+    summary = json.loads(done.stdout)
+    assert done.returncode == 1 and summary["framework"].startswith("openvino "), done.stderr
+    assert "finite-to-nonfinite" in {f["symptom"] for f in summary["findings"]}, summary["findings"]
