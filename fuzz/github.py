@@ -117,7 +117,12 @@ class Filing:
 
 #: The trackers of the projects whose folds are fuzzed.
 TRACKERS = frozenset(
-    {"apache/tvm", "microsoft/onnxruntime", *(tool.project.lower() for tool in MODEL_TOOLS.values())}
+    {
+        "apache/tvm",
+        "microsoft/onnxruntime",
+        "openvinotoolkit/openvino",
+        *(tool.project.lower() for tool in MODEL_TOOLS.values()),
+    }
 )
 
 

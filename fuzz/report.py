@@ -25,6 +25,7 @@ from fuzz.corpus import Entry
 from fuzz.decline import block_reasons
 from fuzz.issue import Issue
 from fuzz.minimize import minimality
+from fuzz.openvino_issue import openvino_issue
 from fuzz.oracle import Symptom, describe
 from fuzz.ort_issue import ort_issue
 from fuzz.pipeline import FOLD
@@ -52,6 +53,9 @@ def _actual(entry: Entry, checked: Checked | None) -> str:
     the = "the pass" if entry.pipeline is None else "the passes"
     if finding is None:
         return entry.message
+    if finding.symptom is Symptom.ILL_FORMED and backend_of(entry.pass_name) != "tvm":
+        checker = "`onnx.checker.check_model(written, full_check=True)`"
+        return f"{checker} fails to accept the model written: {finding.message}"
     if finding.symptom is Symptom.PASS_EXCEPTION:
         raises = "The pass raises" if entry.pipeline is None else "Applying the passes raises"
         return f"{raises} `{finding.error_type}`: {finding.message}"
@@ -185,6 +189,8 @@ def issue_of(entries: Sequence[Entry], checked: Mapping[str, Checked | None] | N
         what = _actual(first, replays.get(first.signature))
         if first.pass_name in MODEL_TOOLS:
             return tool_issue(first, what, notes, shown)
+        if first.pass_name == "openvino":
+            return openvino_issue(first, what, notes, shown)
         return ort_issue(first, what, notes, shown)
     words = wording(first.symptom, first.symptom_name)
     expected = words.expected

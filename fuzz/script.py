@@ -22,6 +22,7 @@ from __future__ import annotations
 from fuzz.backends import MODEL_TOOLS, backend_of
 from fuzz.case import Case, Importer
 from fuzz.corpus import Entry
+from fuzz.openvino_script import render_openvino_script
 from fuzz.oracle import Symptom
 from fuzz.ort_script import render_ort_script
 from fuzz.pipeline import FOLD, NEIGHBOURS
@@ -274,6 +275,8 @@ def render_script(entry: Entry, pass_expression: str | None = None) -> str:
         return render_ort_script(entry)
     if entry.pass_name in MODEL_TOOLS:
         return render_tool_script(entry)
+    if entry.pass_name == "openvino":
+        return render_openvino_script(entry)
     version = entry.provenance.get("tvm", "")
     title = f"Reproducer: {entry.signature} in {_subject(entry)}" + (f" (TVM {version})." if version else ".")
     lines = _header_lines([entry], title, entry.message)

@@ -4,6 +4,7 @@ folds (:data:`fuzz.backends.MODEL_TOOLS`) and going to the tool's own repository
 
 from __future__ import annotations
 
+from fuzz.attributes import classify
 from fuzz.backends import MODEL_TOOLS
 from fuzz.corpus import Entry
 from fuzz.issue import Issue
@@ -12,6 +13,26 @@ from fuzz.tool_script import render_tool_script
 from fuzz.wording import wording
 
 __all__ = ["tool_issue"]
+
+
+#: Symptoms shown by the outputs of the model written (else by the model or the call itself).
+NUMBERS = (Symptom.FINITE_TO_NONFINITE, Symptom.OUT_OF_TOLERANCE)
+
+
+#: How a model tool's symptom is put where the shared wording speaks of IR.
+HEADLINES = {Symptom.ILL_FORMED: "writes a model that onnx.checker's full check rejects"}
+
+
+def _description(entry: Entry, call: str, headline: str) -> str:
+    if entry.symptom in NUMBERS:
+        return (
+            f"`{call}` rewrites a Conv followed by BatchNormalization into a model whose outputs differ "
+            "from the model it was given (both run on ONNX Runtime with every graph optimization off)."
+        )
+    return (
+        f"`{call}` {headline} on a model with a Conv followed by BatchNormalization; the model passes "
+        "`onnx.checker`'s full check and runs on ONNX Runtime."
+    )
 
 
 def tool_issue(entry: Entry, actual: str, minimal: list[str], shown: str) -> Issue:
@@ -25,7 +46,9 @@ def tool_issue(entry: Entry, actual: str, minimal: list[str], shown: str) -> Iss
         for name in (entry.pass_name, "onnxruntime")
         if name in entry.provenance
     )
-    title = f"[Bug] Conv+BatchNormalization fusion {words.title(entry.error_type)}" + (
+    headline = HEADLINES.get(entry.symptom) if entry.symptom is not None else None
+    headline = headline or words.title(entry.error_type)
+    title = f"[Bug] `{tool.call}` {headline} on a Conv followed by BatchNormalization" + (
         f" ({shown})" if shown else ""
     )
     overflow = (
@@ -42,9 +65,8 @@ def tool_issue(entry: Entry, actual: str, minimal: list[str], shown: str) -> Iss
         [
             "### Describe the bug",
             "",
-            f"`{tool.call}` rewrites a Conv followed by BatchNormalization into a model whose outputs "
-            f"differ from the model it was given (both run on ONNX Runtime with every graph optimization "
-            f"off). The code at fault is {tool.at_fault}.",
+            _description(entry, tool.call, headline),
+            f"The code at fault is {tool.fault(classify(entry.case))}.",
             "",
             f"Actual: {actual}",
             "",

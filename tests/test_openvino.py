@@ -11,13 +11,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cases import make_case
+from without_tvm import run_script_without_tvm
 
 from fuzz.backends import backend_of, resolve_fold
 from fuzz.backends.openvino import OpenVinoFold
 from fuzz.case import Case, Form, Importer, OnnxForm, Topology
 from fuzz.check import check
+from fuzz.corpus import Entry
 from fuzz.errors import UsageError
 from fuzz.oracle import Symptom
+from fuzz.report import issue_of
+from fuzz.script import render_script
 
 ROOT = Path(__file__).resolve().parent.parent
 EPS32 = float(np.float32(1e-5))
@@ -72,6 +76,50 @@ def test_initializers_listed_as_inputs_are_no_inputs_of_the_compiled_model() -> 
     findings = check(onnx_case(OnnxForm(initializer_inputs=True)), OPENVINO).verdict.findings
     assert [f.symptom for f in findings] == [Symptom.IO_CHANGE]  # the values are the stored ones
     assert "to inputs [x] outputs [out0]" in findings[0].message
+
+
+def _entry(case: Case) -> Entry:
+    finding = check(case, OPENVINO).verdict.primary
+    assert finding is not None
+    signature = f"openvino:{finding.symptom.value}"
+    return Entry(
+        case, "openvino", finding.symptom, finding.stage, signature, finding.message, finding.error_type, "",
+        {"openvino": "fails"}, {"openvino": finding.message},
+        {"openvino": OPENVINO.version(), "onnxruntime": "1.32.0", "python": "3", "platform": "linux"},
+    )  # fmt: skip
+
+
+def test_the_issue_follows_openvino_s_bug_template_and_names_the_code_at_fault() -> None:
+    overflow = issue_of([_entry(onnx_case(values=OVERFLOW, **ONE))])  # type: ignore[arg-type]
+    assert overflow.project == "openvinotoolkit/openvino" and overflow.title.startswith("[Bug]: ")
+    headings = [line for line in overflow.body.splitlines() if line.startswith("### ")]
+    assert headings == [
+        "### OpenVINO Version", "### Operating System", "### Device used for inference", "### Framework",
+        "### Model used", "### Issue description", "### Step-by-step reproduction", "### Relevant log output",
+    ]  # fmt: skip
+    assert "conv_mul_fusion.cpp" in overflow.body and "import tvm" not in overflow.body
+    rejected = issue_of([_entry(onnx_case(OnnxForm(opset=7, spatial=False)))])
+    assert "src/frontends/onnx/frontend/src/op/batch_norm.cpp" in rejected.body
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("case", "line"),
+    [
+        (onnx_case(values=OVERFLOW, **ONE), "BUG: finite outputs became inf or NaN"),  # type: ignore[arg-type]
+        (
+            onnx_case(OnnxForm(opset=7, spatial=False)),
+            "BUG: OpenVINO cannot compile a model ONNX Runtime runs",
+        ),
+        (onnx_case(OnnxForm(overridden=("gamma",))), "BUG: the compiled model's inputs are ['x']"),
+    ],
+    ids=["overflow", "spatial", "overridden"],
+)
+def test_the_script_needs_only_openvino_and_onnx_runtime(case: Case, line: str, tmp_path: Path) -> None:
+    script = tmp_path / "repro.py"
+    script.write_text(render_script(_entry(case)))
+    done = run_script_without_tvm(script)
+    assert done.returncode == 1 and line in done.stdout, done.stdout + done.stderr
 
 
 @pytest.mark.slow

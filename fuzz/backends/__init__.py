@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BACKENDS",
     "MODEL_TOOLS",
+    "OPENVINO_CONFIG",
     "BackendMissing",
     "Fold",
     "ModelTool",
@@ -158,6 +159,10 @@ MODEL_TOOLS: dict[str, ModelTool] = {
             "(`onnxslim/core/pattern/fusion/convbn.py`, `ConvBatchNormMatcher.rewrite`): it reshapes the "
             "statistics as per-channel vectors without checking BatchNormalization's `spatial` attribute "
             "(0 here: statistics per position, shape (C, H, W))",
+            "ir_version=3": "the vendored onnx-graphsurgeon exporter "
+            "(`onnxslim/third_party/onnx_graphsurgeon/exporters/onnx_exporter.py`): it keeps the model's "
+            "IR version 3 while writing initializers that are not graph inputs, which IR versions below 4 "
+            "do not allow",
             "initializers=inputs": "the vendored onnx-graphsurgeon importer "
             '(`onnxslim/third_party/onnx_graphsurgeon/importers/onnx_importer.py`, "Initializers are not '
             'considered to be inputs"): it drops every graph input that has an initializer, so the '
@@ -168,10 +173,6 @@ MODEL_TOOLS: dict[str, ModelTool] = {
             'considered to be inputs"): it drops every graph input that has an initializer, so the '
             "fusion bakes in the stored default of an input the caller feeds, the written model loses "
             "that input, and `slim` changes the model it was given (`freeze`, `onnxslim/core/__init__.py`)",
-            "ir_version=3": "the vendored onnx-graphsurgeon exporter "
-            "(`onnxslim/third_party/onnx_graphsurgeon/exporters/onnx_exporter.py`): it keeps the model's "
-            "IR version 3 while writing initializers that are not graph inputs, which IR versions below 4 "
-            "do not allow",
         },
     ),
     "onnxsim": ModelTool(
@@ -194,6 +195,10 @@ MODEL_TOOLS: dict[str, ModelTool] = {
         },
     ),
 }
+
+#: OpenVINO's compile settings beyond its defaults (fuzz.backends.openvino says why); the
+#: reproducer scripts compile with the same.
+OPENVINO_CONFIG: dict[str, Any] = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1}
 
 #: Backend name -> (its module, the extra of this project that installs its framework).
 #: Names of TVM, the first backend, carry no prefix.

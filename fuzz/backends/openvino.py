@@ -30,6 +30,7 @@ import numpy as np
 import onnx
 import openvino as ov
 
+from fuzz.backends import OPENVINO_CONFIG
 from fuzz.backends.onnxruntime import Folded, FoldFailed, OnnxFold
 from fuzz.errors import UsageError
 from fuzz.results import Stage
@@ -37,7 +38,7 @@ from fuzz.results import Stage
 __all__ = ["CONFIG", "OpenVinoFold", "resolve"]
 
 #: The compile settings beyond OpenVINO's defaults (see the module docstring).
-CONFIG = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1}
+CONFIG = OPENVINO_CONFIG
 #: Layer types of the compiled graph that mean a batch norm was not folded into its conv.
 UNFOLDED_LAYERS = frozenset({"BatchNormalization", "BatchNormInference", "Eltwise", "MVN"})
 
