@@ -41,7 +41,7 @@ def render_openvino_script(entry: Entry) -> str:
         "except Exception as exc:",
         '    print(f"BUG: OpenVINO cannot compile a model ONNX Runtime runs: {exc}")',
         "    sys.exit(1)",
-        "names = [port.get_any_name() for port in compiled.inputs]",
+        "names = [next((n for n in feeds if n in p.get_names()), p.get_any_name()) for p in compiled.inputs]",
         "given = [i.name for i in model.graph.input]",
         "if names != given:",
         "    print(f\"BUG: the compiled model's inputs are {names}, the model's {given}\")",

@@ -58,6 +58,8 @@ def _actual(entry: Entry, checked: Checked | None) -> str:
         return f"{checker} fails to accept the model written: {finding.message}"
     if finding.symptom is Symptom.PASS_EXCEPTION:
         raises = "The pass raises" if entry.pipeline is None else "Applying the passes raises"
+        if backend_of(entry.pass_name) != "tvm":
+            raises = "It raises"
         return f"{raises} `{finding.error_type}`: {finding.message}"
     before = ex.baseline if isinstance(ex.baseline, Outputs) else None
     after = ex.folded if isinstance(ex.folded, Outputs) else None

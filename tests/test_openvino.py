@@ -17,9 +17,10 @@ from fuzz.backends import backend_of, resolve_fold
 from fuzz.backends.openvino import OpenVinoFold
 from fuzz.case import Case, Form, Importer, OnnxForm, Topology
 from fuzz.check import check
-from fuzz.corpus import Entry
+from fuzz.corpus import Entry, load_entry
 from fuzz.errors import UsageError
 from fuzz.oracle import Symptom
+from fuzz.replay import replay
 from fuzz.report import issue_of
 from fuzz.script import render_script
 
@@ -147,3 +148,17 @@ def test_a_campaign_finds_the_overflow_class(tmp_path: Path) -> None:
     summary = json.loads(done.stdout)
     assert done.returncode == 1 and summary["framework"].startswith("openvino "), done.stderr
     assert "finite-to-nonfinite" in {f["symptom"] for f in summary["findings"]}, summary["findings"]
+
+
+CORPUS_ENTRIES = sorted((ROOT / "corpus" / "openvino").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", CORPUS_ENTRIES, ids=[p.name for p in CORPUS_ENTRIES])
+def test_a_corpus_entry_replays_as_it_expects(path: Path) -> None:
+    entry = load_entry(path)
+    assert entry.pass_name == "openvino" and entry.expect == {
+        "openvino": "fails",
+        "onnxruntime:basic": "passes",
+    }
+    for name in entry.expect:
+        assert replay(entry, name).as_expected, name

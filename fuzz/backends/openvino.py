@@ -69,14 +69,21 @@ class OpenVinoFold(OnnxFold):
             raise FoldFailed(Stage.PASS, exc) from None
         runtime = compiled.get_runtime_model().get_ordered_ops()
         layers = {op.get_rt_info()["layerType"].astype(str) for op in runtime}
-        before = _names([i.name for i in model.graph.input], [o.name for o in model.graph.output])
-        inputs = tuple(port.get_any_name() for port in compiled.inputs)
-        after = _names(list(inputs), [port.get_any_name() for port in compiled.outputs])
-        interface = None if before == after else (before, after)
+        # a port has a set of names (a fused output may take its producer's too): the model's
+        # name is the one that counts where the port has it
+        given = [i.name for i in model.graph.input], [o.name for o in model.graph.output]
+        ports = [_name(p, given[0]) for p in compiled.inputs], [_name(p, given[1]) for p in compiled.outputs]
+        inputs = tuple(ports[0])
+        interface = None if ports == given else (_names(*given), _names(*ports))
         return Folded(_Compiled(compiled), None, not UNFOLDED_LAYERS & layers, inputs, interface)
 
     def version(self) -> str:
         return str(ov.__version__).split("-")[0]
+
+
+def _name(port: Any, wanted: list[str]) -> str:
+    names = port.get_names()
+    return next((n for n in wanted if n in names), port.get_any_name())
 
 
 def _names(inputs: list[str], outputs: list[str]) -> str:
