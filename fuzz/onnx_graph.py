@@ -42,7 +42,16 @@ from fuzz.case import (
     conv_output_shape,
 )
 
-__all__ = ["DEFAULTS", "Node", "OnnxGraph", "min_ir_versions", "newest_opset", "onnx_graph", "onnx_model"]
+__all__ = [
+    "DEFAULTS",
+    "Node",
+    "OnnxGraph",
+    "caller_inputs",
+    "min_ir_versions",
+    "newest_opset",
+    "onnx_graph",
+    "onnx_model",
+]
 
 #: Clip takes its bounds as inputs from this opset on (before: attributes).
 CLIP_INPUTS_OPSET = 11
@@ -205,6 +214,16 @@ def _per_position(tensor: Tensor, spatial: tuple[int, ...]) -> Tensor:
     """A per-channel tensor repeated over every position: shape ``(C, *spatial)``."""
     values = np.repeat(np.asarray(tensor.values, dtype=np.float64), int(np.prod(spatial)))
     return Tensor(tensor.dtype, (tensor.shape[0], *spatial), tuple(float(v) for v in values))
+
+
+def caller_inputs(model: Any, ir_version: int | None = None) -> list[Any]:
+    """A model's graph inputs a caller may feed: below IR version 4 (the model's, or
+    ``ir_version``) an initializer listed as an input is a constant (the specification of
+    those versions), so it is none of them."""
+    if 0 < (model.ir_version if ir_version is None else ir_version) < 4:
+        constants = {t.name for t in model.graph.initializer}
+        return [i for i in model.graph.input if i.name not in constants]
+    return list(model.graph.input)
 
 
 def newest_opset() -> int:

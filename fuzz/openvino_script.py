@@ -42,7 +42,7 @@ def render_openvino_script(entry: Entry) -> str:
         '    print(f"BUG: OpenVINO cannot compile a model ONNX Runtime runs: {exc}")',
         "    sys.exit(1)",
         "names = [next((n for n in feeds if n in p.get_names()), p.get_any_name()) for p in compiled.inputs]",
-        "given = [i.name for i in model.graph.input]",
+        "given = [i.name for i in caller_inputs(model)]",
         "if names != given:",
         "    print(f\"BUG: the compiled model's inputs are {names}, the model's {given}\")",
         "    sys.exit(1)",

@@ -169,7 +169,8 @@ def onnx_script_head(entry: Entry, title: str, needs: str, imports: list[str]) -
     """The start of a script that runs the entry's ONNX model on ONNX Runtime: the docstring
     (``needs``: the packages it needs), the imports (``imports`` besides onnx, onnxruntime and
     NumPy), the exact arrays, ``model`` (checked in full), ``feeds``, and
-    ``run(m, level=ORT_DISABLE_ALL)`` on the CPU provider with one thread."""
+    ``caller_inputs(m)`` (the graph inputs a caller may feed) and ``run(m,
+    level=ORT_DISABLE_ALL)`` on the CPU provider with one thread."""
     exits = wording(entry.symptom, entry.symptom_name).exits
     tensors = script_tensors(entry.case)
     inputs = list(onnx_graph(entry.case).feeds)
@@ -194,6 +195,12 @@ def onnx_script_head(entry: Entry, title: str, needs: str, imports: list[str]) -
         *onnx_model_lines(entry.case),
         "onnx.checker.check_model(model, full_check=True)",
         f"feeds = {{{', '.join(f'{n!r}: {array_name(n)}' for n in inputs)}}}",
+        "",
+        "",
+        "def caller_inputs(m):",
+        "    # below IR version 4 (the given model's) an initializer listed as an input is a constant",
+        "    constants = {t.name for t in m.graph.initializer} if 0 < model.ir_version < 4 else set()",
+        "    return [i for i in m.graph.input if i.name not in constants]",
         "",
         "",
         "def run(m, level=ort.GraphOptimizationLevel.ORT_DISABLE_ALL):",

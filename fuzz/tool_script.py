@@ -36,7 +36,7 @@ def render_tool_script(entry: Entry) -> str:
         "        dtype = onnx.helper.tensor_dtype_to_np_dtype(t.elem_type).name",
         "        return v.name, dtype, [d.dim_value for d in t.shape.dim]",
         "",
-        "    return [typed(v) for v in m.graph.input], [typed(v) for v in m.graph.output]",
+        "    return [typed(v) for v in caller_inputs(m)], [typed(v) for v in m.graph.output]",
         "",
         "",
         "before_out = run(model)  # ONNX Runtime with every graph optimization off: the model as written",

@@ -123,6 +123,11 @@ def test_the_script_needs_only_openvino_and_onnx_runtime(case: Case, line: str, 
     assert done.returncode == 1 and line in done.stdout, done.stdout + done.stderr
 
 
+def test_below_ir_version_4_initializers_listed_as_inputs_are_constants() -> None:
+    ir3 = OnnxForm(opset=7, ir_version=3, initializer_inputs=True)  # the specification of IR 3
+    assert check(onnx_case(ir3), OPENVINO).verdict.findings == ()
+
+
 @pytest.mark.slow
 def test_without_openvino_its_name_says_which_extra_to_install() -> None:
     script = (

@@ -24,7 +24,7 @@ from hypothesis.strategies import SearchStrategy
 from fuzz.backends import MODEL_TOOLS, BackendMissing, ModelTool
 from fuzz.backends.onnxruntime import DISABLE_ALL, Folded, FoldFailed, OnnxFold, onnx_cases, session
 from fuzz.case import Case
-from fuzz.onnx_graph import min_ir_versions, newest_opset
+from fuzz.onnx_graph import caller_inputs, min_ir_versions, newest_opset
 from fuzz.results import Stage
 from strategies.onnx import onnx_forms
 
@@ -58,7 +58,8 @@ class ToolFold(OnnxFold):
         return Folded(folded, written)
 
     def interface(self, given: Any, written: Any) -> tuple[str, str] | None:
-        before, after = _interface(given), _interface(written)
+        # judged by the given model's IR version: below 4, initializers are no caller's inputs
+        before, after = _interface(given, given.ir_version), _interface(written, given.ir_version)
         return None if before == after else (before, after)
 
     def cases(self) -> SearchStrategy[Case]:
@@ -79,8 +80,9 @@ class ToolFold(OnnxFold):
         return str(getattr(self.module, "__version__", "unknown")).removeprefix("v")
 
 
-def _interface(model: Any) -> str:
-    """A model's graph inputs and outputs: ``inputs [x: float32[1, 1, 3, 3]] outputs [...]``."""
+def _interface(model: Any, ir_version: int) -> str:
+    """A model's graph inputs a caller may feed (:func:`fuzz.onnx_graph.caller_inputs`, at
+    ``ir_version``) and its outputs: ``inputs [x: float32[1, 1, 3, 3]] outputs [...]``."""
 
     def typed(values: Any) -> str:
         out = []
@@ -90,7 +92,7 @@ def _interface(model: Any) -> str:
             out.append(f"{v.name}: {onnx.helper.tensor_dtype_to_np_dtype(t.elem_type)}{dims}")
         return "[" + ", ".join(out) + "]"
 
-    return f"inputs {typed(model.graph.input)} outputs {typed(model.graph.output)}"
+    return f"inputs {typed(caller_inputs(model, ir_version))} outputs {typed(model.graph.output)}"
 
 
 def resolve(name: str, *, complete_fold: bool | None = None) -> ToolFold:

@@ -33,6 +33,7 @@ import openvino as ov
 from fuzz.backends import OPENVINO_CONFIG
 from fuzz.backends.onnxruntime import Folded, FoldFailed, OnnxFold
 from fuzz.errors import UsageError
+from fuzz.onnx_graph import caller_inputs
 from fuzz.results import Stage
 
 __all__ = ["CONFIG", "OpenVinoFold", "resolve"]
@@ -71,7 +72,7 @@ class OpenVinoFold(OnnxFold):
         layers = {op.get_rt_info()["layerType"].astype(str) for op in runtime}
         # a port has a set of names (a fused output may take its producer's too): the model's
         # name is the one that counts where the port has it
-        given = [i.name for i in model.graph.input], [o.name for o in model.graph.output]
+        given = [i.name for i in caller_inputs(model)], [o.name for o in model.graph.output]
         ports = [_name(p, given[0]) for p in compiled.inputs], [_name(p, given[1]) for p in compiled.outputs]
         inputs = tuple(ports[0])
         interface = None if ports == given else (_names(*given), _names(*ports))

@@ -45,7 +45,8 @@ def add_parsers(sub: Any) -> None:
         help="the pass under test: 'upstream' (TVM's FoldBatchnormToConv2D), 'fixed' (ours), "
         "'identity' (changes nothing), MODULE:ATTR naming a pass class, factory or instance, or "
         "'onnxruntime:basic' (also :extended, :all: ONNX Runtime's graph optimizer at that level), "
-        "or an ONNX model tool: 'onnxoptimizer', 'onnxslim', 'onnxsim'",
+        "an ONNX model tool: 'onnxoptimizer', 'onnxslim', 'onnxsim', 'openvino' (its CPU plugin), "
+        "or 'tvm:onnx' (TVM's ONNX frontend, then upstream; 'tvm:onnx:fixed' ends in ours)",
     )
     run.add_argument(
         "--must-fold",
