@@ -19,7 +19,7 @@ ifeq ($(wildcard $(CONSTRAINTS)),)
 $(error TVM=$(TVM) is not supported: choose one of $(patsubst constraints/tvm-%.txt,%,$(wildcard constraints/tvm-*.txt)))
 endif
 
-.PHONY: setup fuzz check test lint clean
+.PHONY: setup fuzz check test test-all lint clean
 
 # pip's output goes to $(VENV)/setup.log; on a failure its last lines are shown.
 $(STAMP): pyproject.toml $(CONSTRAINTS)
@@ -51,8 +51,12 @@ lint: setup
 check: lint
 	$(PYTEST) -m "not slow"
 
-# Everything; the 15 slowest tests are listed at the end. .ci/run calls this.
+# Everything but the tests marked nightly (minutes of CPU each); the 15 slowest are listed
+# at the end. .ci/run calls this; test-all (the nightly workflow) adds the nightly ones.
 test: lint
+	$(PYTEST) -m "not nightly" --durations=15
+
+test-all: lint
 	$(PYTEST) --durations=15
 
 clean:

@@ -53,6 +53,7 @@ def test_a_segfault_and_a_hang_become_findings_and_the_worker_restarts() -> None
         assert fine.verdict.findings == () and isolated.starts == 3
 
 
+@pytest.mark.nightly  # minutes of CPU: the nightly workflow runs it (make test-all)
 def test_a_campaign_survives_a_segfaulting_pass_and_keeps_every_finding() -> None:
     cases = strategies.cases(
         dtypes=st.just("float32"),

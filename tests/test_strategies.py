@@ -685,6 +685,7 @@ def test_case_batches_shrink_to_two_cases() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.nightly  # minutes of CPU: the nightly workflow runs it (make test-all)
 def test_case_batches_shrink_to_the_case_cases_shrinks_to() -> None:
     # with a conv: a bn-only case without scale is as small (fewer choices), and fine too
     batch = find(

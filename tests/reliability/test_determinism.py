@@ -56,6 +56,7 @@ print(count, digest.hexdigest(), sorted(str(hit.signature) for hit in result.hit
 """
 
 
+@pytest.mark.nightly  # minutes of CPU: the nightly workflow runs it (make test-all)
 def test_the_same_seed_checks_the_same_cases_with_the_same_verdicts() -> None:
     runs = in_fresh_processes(["-c", CAMPAIGN], 2)
     count, _, signatures = runs[0].split(" ", 2)
