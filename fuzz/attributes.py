@@ -35,6 +35,7 @@ ATTRIBUTE_DEFAULTS: Mapping[str, str] = {
     "spatial": "per-channel",
     "initializers": "constants",
     "ir_version": "4+",
+    "onnx_conv": "Conv-2d",
 }
 
 
@@ -74,4 +75,5 @@ def classify(case: Case) -> dict[str, str]:
         if onnx.initializer_inputs
         else "constants",
         "ir_version": "3" if 0 < onnx.ir_version < 4 else "4+",
+        "onnx_conv": f"{'ConvTranspose' if onnx.transpose else 'Conv'}-{onnx.rank}d",
     }

@@ -46,6 +46,8 @@ __all__ = [
     "kernel_shape",
     "kernel_to_oihw",
     "np_dtype",
+    "rank_refuses",
+    "transpose_refuses",
 ]
 
 
@@ -140,7 +142,9 @@ class OnnxForm:
     ``spatial``: BatchNormalization's ``spatial`` attribute (opsets 7 and 8), None unwritten;
     False writes the statistics per position, ``(C, H, W)``: the case's per-channel values
     repeated over the conv output's positions. ``value_info``: the intermediate tensors'
-    types and shapes are written.
+    types and shapes are written. ``rank`` and ``transpose``: the same convolutions said
+    another way (1-D or 3-D, ConvTranspose); the runtimes' outputs are read back in the
+    case's shapes.
     """
 
     #: TVM's ONNX frontend converts BatchNormalization from version 15 on
@@ -150,8 +154,16 @@ class OnnxForm:
     overridden: tuple[str, ...] = ()
     spatial: bool | None = None
     value_info: bool = False
+    #: the convolutions' spatial rank as written: 2, or 1 (the height axis, of length 1, left
+    #: out) or 3 (a depth axis of length 1 put in)
+    rank: int = 2
+    #: each convolution written as the ConvTranspose that computes it (stride and dilation 1:
+    #: the kernel flipped, its two channel axes swapped, padding ``k - 1 - p``)
+    transpose: bool = False
 
     def __post_init__(self) -> None:
+        if self.rank not in (1, 2, 3):
+            raise CaseError("form.onnx.rank", f"convolutions of rank 1, 2 or 3 are written, got {self.rank}")
         if self.opset < 7:
             raise CaseError("form.onnx.opset", f"opsets from 7 are written, got {self.opset}")
         if self.spatial is not None and self.opset not in ONNX_SPATIAL_OPSETS:
@@ -450,6 +462,10 @@ def _check_onnx(case: Case) -> None:
             raise CaseError("form.onnx.overridden", f"{name} is a parameter already: it has no default")
         if any(b.operand(name) is None for b in case.blocks):
             raise CaseError("form.onnx.overridden", f"every block needs a {name} to override")
+    for i, b in enumerate(case.blocks):
+        reason = rank_refuses(case, i, onnx.rank) or (transpose_refuses(b) if onnx.transpose else "")
+        if reason:
+            raise CaseError("form.onnx", f"blocks[{i}]: {reason}")
     if onnx.opset < ONNX_TRAINING_OPSET and any(b.bn.training for b in case.blocks):
         raise CaseError("form.onnx.opset", f"training mode needs opset {ONNX_TRAINING_OPSET} or later")
     if case.dtype not in ONNX_DTYPES:
@@ -466,3 +482,30 @@ def _check_onnx(case: Case) -> None:
             raise CaseError(
                 f"{where}.bn.epsilon", f"ONNX stores epsilon as a float32; {b.bn.epsilon!r} is not one"
             )
+
+
+def rank_refuses(case: Case, i: int, rank: int) -> str:
+    """Why block ``i``'s conv cannot be written at ``rank`` ("" where it can): rank 1 leaves
+    the height axis out, so it must be of length 1 with a kernel of height 1 and no padding."""
+    if rank != 1:
+        return ""
+    conv, weight = case.blocks[i].conv, case.blocks[i].weight
+    assert conv is not None and weight is not None
+    height = case.data.shape[2]  # every conv keeps a height of 1 where the first has it
+    top, _, bottom, _ = conv.padding
+    if height != 1 or weight.shape[2] != 1 or top or bottom:
+        return "a 1-D convolution needs a height of 1, a kernel of height 1 and no padding there"
+    return ""
+
+
+def transpose_refuses(block: Block) -> str:
+    """Why ``block``'s conv cannot be written as a ConvTranspose ("" where it can)."""
+    conv, weight = block.conv, block.weight
+    assert conv is not None and weight is not None
+    kh, kw = weight.shape[2], weight.shape[3]
+    top, left, bottom, right = conv.padding
+    if conv.strides != (1, 1) or conv.dilation != (1, 1):
+        return "a ConvTranspose computes this conv only with stride and dilation 1"
+    if max(top, bottom) > kh - 1 or max(left, right) > kw - 1:
+        return "a ConvTranspose computes this conv only with padding below the kernel's size"
+    return ""

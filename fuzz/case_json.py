@@ -138,6 +138,8 @@ def case_to_json(case: Case) -> dict[str, Any]:
             "overridden": list(o.overridden),
             "spatial": o.spatial,
             "value_info": o.value_info,
+            "rank": o.rank,
+            "transpose": o.transpose,
         }
     if case.residual is not None:
         out["residual"] = _tensor_to_json(case.residual)
@@ -278,6 +280,9 @@ def _onnx_form(raw: Mapping[str, Any]) -> OnnxForm:
             overridden=tuple(overridden),
             spatial=spatial,
             value_info=_get(o, "value_info", bool, where),
+            # absent in entries written before convolutions of other ranks were drawn
+            rank=_get(o, "rank", int, where) if "rank" in o else 2,
+            transpose=_get(o, "transpose", bool, where) if "transpose" in o else False,
         )
 
 

@@ -33,10 +33,12 @@ import numpy as np
 from fuzz.case import (
     ONNX_TRAINING_OPSET,
     OPERANDS,
+    Block,
     Case,
     CaseError,
     Epilogue,
     Importer,
+    OnnxForm,
     Tensor,
     Topology,
     conv_output_shape,
@@ -87,6 +89,9 @@ class OnnxGraph:
     opset: int = 15
     #: 0: the ``onnx`` package's own
     ir_version: int = 0
+    #: the case's shape of each output (the model's may have another rank): what a run's
+    #: outputs are read back as
+    case_shapes: tuple[tuple[int, ...], ...] = ()
 
 
 #: BatchNormalization's operands: per position where ``spatial`` is 0.
@@ -118,26 +123,16 @@ def onnx_graph(case: Case) -> OnnxGraph:
             tensor = block.operand(name)
             if tensor is None:
                 continue
-            if form.spatial is False and name in STATISTICS:
-                tensor = _per_position(tensor, shape[2:])
+            if name == "weight":
+                tensor = _written_weight(tensor, conv.groups, form)
+            elif form.spatial is False and name in STATISTICS:
+                tensor = _per_position(tensor, _at_rank(shape, form.rank)[2:])
             tensors[f"{name}{i}"] = tensor  # as the model has it, fed or stored
             if name in form.overridden:
                 stored[f"{name}{i}"] = _filled(tensor, DEFAULTS[name])
         conv_inputs = [data, f"weight{i}"] + ([f"bias{i}"] if block.bias is not None else [])
-        top, left, bottom, right = conv.padding
-        nodes.append(
-            Node(
-                "Conv",
-                tuple(conv_inputs),
-                (f"conv{i}",),
-                {
-                    "strides": list(conv.strides),
-                    "pads": [top, left, bottom, right],
-                    "dilations": list(conv.dilation),
-                    "group": conv.groups,
-                },
-            )
-        )
+        op = "ConvTranspose" if form.transpose else "Conv"
+        nodes.append(Node(op, tuple(conv_inputs), (f"conv{i}",), _conv_attrs(block, form)))
         bn = block.bn
         # The frontend hands momentum to Relax unchanged: write the case's.
         attrs: dict[str, Any] = {"epsilon": bn.epsilon, "momentum": bn.momentum}
@@ -154,12 +149,15 @@ def onnx_graph(case: Case) -> OnnxGraph:
                 attrs,
             )
         )
-        typed += [(f"conv{i}", dtype, shape), (f"out{i}", dtype, shape)]
+        typed += [
+            (f"conv{i}", dtype, _at_rank(shape, form.rank)),
+            (f"out{i}", dtype, _at_rank(shape, form.rank)),
+        ]
         data = f"out{i}"
         if case.topology is Topology.CHAIN and i == 0:
             nodes.append(Node("Relu", (data,), ("relu0",)))
             data = "relu0"
-            typed.append((data, dtype, shape))
+            typed.append((data, dtype, _at_rank(shape, form.rank)))
     if case.epilogue is Epilogue.RELU:
         nodes.append(Node("Relu", (data,), ("act",)))
         data = "act"
@@ -174,11 +172,14 @@ def onnx_graph(case: Case) -> OnnxGraph:
     elif case.epilogue is Epilogue.ADD:
         nodes.append(Node("Add", (data, "skip"), ("act",)))
         data = "act"
-    outputs = [(data, dtype, shape)]
+    outputs = [(data, dtype, _at_rank(shape, form.rank))]
+    case_shapes = [shape]
     if case.topology is Topology.CONV_SHARED:
-        outputs.append(("conv0", dtype, conv_shape))
-    fed: dict[str, Tensor] = {"x": case.data}
-    inputs = [("x", dtype, case.data.shape)]
+        outputs.append(("conv0", dtype, _at_rank(conv_shape, form.rank)))
+        case_shapes.append(conv_shape)
+    x = _reshaped(case.data, form.rank)
+    fed: dict[str, Tensor] = {"x": x}
+    inputs = [("x", dtype, x.shape)]
     for i in range(len(case.blocks)):
         for name in OPERANDS:
             tensor = tensors.get(f"{name}{i}")
@@ -186,8 +187,9 @@ def onnx_graph(case: Case) -> OnnxGraph:
                 inputs.append((f"{name}{i}", tensor.dtype, tensor.shape))
                 fed[f"{name}{i}"] = tensor
     if case.residual is not None:
-        inputs.append(("skip", dtype, case.residual.shape))
-        fed["skip"] = case.residual
+        skip = _reshaped(case.residual, form.rank)
+        inputs.append(("skip", dtype, skip.shape))
+        fed["skip"] = skip
     params = {f"{name}{i}" for name in case.parameters for i in range(len(case.blocks))}
     initializers = {name: stored.get(name, t) for name, t in tensors.items() if name not in params}
     if form.initializer_inputs:
@@ -203,7 +205,56 @@ def onnx_graph(case: Case) -> OnnxGraph:
         value_info,
         form.opset,
         form.ir_version,
+        tuple(case_shapes),
     )
+
+
+def _at_rank(shape: tuple[int, ...], rank: int) -> tuple[int, ...]:
+    """An NCHW (or OIHW) shape as the model of ``rank`` has it: NCW, NCHW or NC1HW."""
+    if rank == 1:
+        return (shape[0], shape[1], shape[3])
+    if rank == 3:
+        return (shape[0], shape[1], 1, shape[2], shape[3])
+    return shape
+
+
+def _reshaped(tensor: Tensor, rank: int) -> Tensor:
+    return Tensor(tensor.dtype, _at_rank(tensor.shape, rank), tensor.values)
+
+
+def _written_weight(weight: Tensor, groups: int, form: OnnxForm) -> Tensor:
+    """The conv's OIHW weight as the model has it: at its rank, and for a ConvTranspose
+    with the kernel flipped and the channel axes swapped within each group."""
+    if form.transpose:
+        w = weight.float64()
+        c_out, c_in_g = w.shape[0], w.shape[1]
+        c_out_g = c_out // groups
+        flipped = w[:, :, ::-1, ::-1].reshape(groups, c_out_g, c_in_g, *w.shape[2:])
+        swapped = flipped.transpose(0, 2, 1, 3, 4).reshape(groups * c_in_g, c_out_g, *w.shape[2:])
+        weight = Tensor(weight.dtype, tuple(swapped.shape), tuple(float(v) for v in swapped.ravel()))
+    return _reshaped(weight, form.rank)
+
+
+def _conv_attrs(block: Block, form: OnnxForm) -> dict[str, Any]:
+    """Conv's (or ConvTranspose's) attributes at the form's rank."""
+    conv, weight = block.conv, block.weight
+    assert conv is not None and weight is not None
+    top, left, bottom, right = conv.padding
+    if form.transpose:  # padding k - 1 - p gives a ConvTranspose of stride 1 the conv's output
+        kh, kw = weight.shape[2], weight.shape[3]
+        top, left, bottom, right = kh - 1 - top, kw - 1 - left, kh - 1 - bottom, kw - 1 - right
+    (sh, sw), (dh, dw) = conv.strides, conv.dilation
+    if form.rank == 1:
+        return {"strides": [sw], "pads": [left, right], "dilations": [dw], "group": conv.groups}
+    if form.rank == 3:
+        pads = [0, top, left, 0, bottom, right]
+        return {"strides": [1, sh, sw], "pads": pads, "dilations": [1, dh, dw], "group": conv.groups}
+    return {
+        "strides": [sh, sw],
+        "pads": [top, left, bottom, right],
+        "dilations": [dh, dw],
+        "group": conv.groups,
+    }
 
 
 def _filled(tensor: Tensor, value: float) -> Tensor:

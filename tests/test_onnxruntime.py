@@ -156,7 +156,7 @@ def test_a_campaign_finds_the_overflow_class(tmp_path: Path) -> None:
     # as a user runs it: its own process (an in-process campaign would share Hypothesis's
     # state with the tests before it)
     out = tmp_path / "findings"
-    command = ["run", "--pass", "onnxruntime:basic", "--max-examples", "300", "--out", str(out), "--json"]
+    command = ["run", "--pass", "onnxruntime:basic", "--max-examples", "500", "--out", str(out), "--json"]
     done = subprocess.run(
         [sys.executable, "-m", "fuzz.cli", *command], capture_output=True, text=True, cwd=ROOT, timeout=600
     )

@@ -130,20 +130,31 @@ def session(model: bytes, level: Any, optimized: Path | None = None) -> Any:
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
-def _run(runnable: Any, feeds: dict[str, np.ndarray[Any, Any]]) -> Outputs | Failure:
+#: per output, (the model's shape, the case's shape)
+Shapes = tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]
+
+
+def _run(runnable: Any, feeds: dict[str, np.ndarray[Any, Any]], shapes: Shapes) -> Outputs | Failure:
+    """The outputs, read back in the case's shapes where they have the model's (a 1-D or 3-D
+    model's have another rank: the same values in the same order; any other shape is left
+    as it is, for the oracle to see); a failure where the run raises."""
     try:
         results = runnable.run(None, feeds)
     except Exception as exc:
         return Failure.from_exception(Stage.RUN, exc)
-    return Outputs.of_arrays([np.asarray(r) for r in results])
+    arrays = [np.asarray(r) for r in results]
+    if len(arrays) == len(shapes):
+        pairs = zip(arrays, shapes, strict=True)
+        arrays = [a.reshape(case) if a.shape == model else a for a, (model, case) in pairs]
+    return Outputs.of_arrays(arrays)
 
 
-def _unfolded(data: bytes, feeds: dict[str, np.ndarray[Any, Any]]) -> Outputs:
+def _unfolded(data: bytes, feeds: dict[str, np.ndarray[Any, Any]], shapes: Shapes) -> Outputs:
     try:
         unfolded = session(data, DISABLE_ALL)
     except Exception as exc:
         raise RuntimeRejects(f"ONNX Runtime refuses the unfolded model: {exc}") from None
-    outputs = _run(unfolded, feeds)
+    outputs = _run(unfolded, feeds, shapes)
     if isinstance(outputs, Failure):
         raise RuntimeRejects(f"ONNX Runtime cannot run the unfolded model: {outputs.message}")
     return outputs
@@ -188,7 +199,9 @@ class OnnxFold:
             raise RuntimeRejects(f"{self.backend} takes a case of the ONNX form only")
         model = onnx_model(case)
         data = model.SerializeToString()
-        feeds = {name: tensor.numpy() for name, tensor in onnx_graph(case).feeds.items()}
+        graph = onnx_graph(case)
+        feeds = {name: tensor.numpy() for name, tensor in graph.feeds.items()}
+        shapes = tuple(zip((s for _, _, s in graph.outputs), graph.case_shapes, strict=True))
         before = count_ops(model)
         given = onnx.ModelProto()
         given.CopyFrom(model)
@@ -197,7 +210,7 @@ class OnnxFold:
             try:
                 done = self.fold(given, Path(folder))
             except FoldFailed as failed:
-                _unfolded(data, feeds)  # raises RuntimeRejects where that fails too
+                _unfolded(data, feeds, shapes)  # raises RuntimeRejects where that fails too
                 failure = Failure.from_exception(failed.stage, failed.cause)
                 return Execution(None, failure, False, False, None, time.perf_counter() - start, 0.0)
             pass_seconds = time.perf_counter() - start
@@ -220,13 +233,13 @@ class OnnxFold:
         if not changed and not unchanged and interface is None and not mutated:
             return Execution(None, None, False, False, None, pass_seconds, 0.0, counts)
         start = time.perf_counter()
-        folded = _run(done.runnable, feeds_after)
+        folded = _run(done.runnable, feeds_after, shapes)
         if baseline_needed is not None and isinstance(folded, Outputs) and not baseline_needed(folded):
             seconds = time.perf_counter() - start
             return Execution(
                 None, folded, changed, fired, None, pass_seconds, seconds, counts, True, interface, mutated
             )
-        baseline = _unfolded(data, feeds)
+        baseline = _unfolded(data, feeds, shapes)
         seconds = time.perf_counter() - start
         return Execution(
             baseline, folded, changed, fired, None, pass_seconds, seconds, counts, False, interface, mutated

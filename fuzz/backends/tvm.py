@@ -9,7 +9,8 @@ structure) and :mod:`fuzz.pipeline` (the pass among its neighbours) behind
 ``relax.frontend.onnx.from_onnx`` (its defaults: parameters bound as constants), then
 ``FoldBatchnormToConv2D`` (``tvm:onnx:fixed``: our pass). It draws ONNX cases only, written
 in every way :class:`~fuzz.case.OnnxForm` has that the frontend imports: not BatchNormalization's
-``spatial=0`` (the frontend rejects it), and no overridden initializer (``from_onnx``
+``spatial=0`` (the frontend rejects it), only 2-D Conv (the fold matches conv2d and the
+case's Relax shapes are 2-D), and no overridden initializer (``from_onnx``
 documents that without ``keep_params_in_input`` "parameters are treated as constant and folded
 directly into the graph", so a value fed for one is not used, with or without the fold).
 """
@@ -86,7 +87,11 @@ class TvmFold:
         if not self.onnx_only:
             return strategies.cases()
         forms = onnx_forms(
-            max_opset=newest_opset(), min_ir_versions=min_ir_versions(), per_position=False, overridden=False
+            max_opset=newest_opset(),
+            min_ir_versions=min_ir_versions(),
+            per_position=False,
+            overridden=False,
+            shapes=False,
         )
         return strategies.cases(
             importers=st.just(Importer.ONNX),
