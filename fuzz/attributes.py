@@ -2,7 +2,7 @@
 
 :func:`classify` names what kind of graph a case is (topology, dtypes, layouts, whether
 the batch_norm axis is the channel axis, flags, groups, operands, conv bias, epilogue,
-form, how an ONNX model is written), and :data:`ATTRIBUTE_DEFAULTS` the simplest
+form, how an ONNX model or a PyTorch module is written), and :data:`ATTRIBUTE_DEFAULTS` the simplest
 graph's values, where Hypothesis shrinks to. Signatures (:mod:`fuzz.signature`) keep the
 attributes that differ from these defaults; finding files and the campaign's coverage counters print them.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from fuzz.case import Case
+from fuzz.case import Case, Importer
 
 __all__ = ["ATTRIBUTE_DEFAULTS", "classify"]
 
@@ -35,7 +35,10 @@ ATTRIBUTE_DEFAULTS: Mapping[str, str] = {
     "spatial": "per-channel",
     "initializers": "constants",
     "ir_version": "4+",
-    "onnx_conv": "Conv-2d",
+    # how a model's convolutions are written (ONNX and PyTorch): Conv-2d, ConvTranspose-1d, ...
+    "conv_op": "Conv-2d",
+    # a PyTorch module's memory format (fuzz.case.TorchForm)
+    "memory_format": "contiguous",
 }
 
 
@@ -50,6 +53,7 @@ def classify(case: Case) -> dict[str, str]:
 
     convs = [b.conv for b in case.blocks if b.conv is not None]
     onnx = case.form.onnx
+    spelling = case.form.torch if case.form.importer is Importer.TORCH else onnx
     axes = ["channel" if channel else "non-channel" for channel in case.channel_axes()]
     return {
         "topology": case.topology.value,
@@ -75,5 +79,6 @@ def classify(case: Case) -> dict[str, str]:
         if onnx.initializer_inputs
         else "constants",
         "ir_version": "3" if 0 < onnx.ir_version < 4 else "4+",
-        "onnx_conv": f"{'ConvTranspose' if onnx.transpose else 'Conv'}-{onnx.rank}d",
+        "conv_op": f"{'ConvTranspose' if spelling.transpose else 'Conv'}-{spelling.rank}d",
+        "memory_format": "channels-last" if case.form.torch.channels_last else "contiguous",
     }

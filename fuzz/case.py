@@ -31,6 +31,7 @@ __all__ = [
     "ONNX_DTYPES",
     "ONNX_TOPOLOGIES",
     "OPERANDS",
+    "TORCH_TOPOLOGIES",
     "BatchNormAttrs",
     "Block",
     "Case",
@@ -42,12 +43,14 @@ __all__ = [
     "OnnxForm",
     "Tensor",
     "Topology",
+    "TorchForm",
     "conv_output_shape",
     "kernel_shape",
     "kernel_to_oihw",
     "np_dtype",
     "rank_refuses",
     "transpose_refuses",
+    "values_per_channel",
 ]
 
 
@@ -121,6 +124,8 @@ class Importer(str, enum.Enum):
     RELAX = "relax"
     #: an ONNX model made with ``onnx.helper``, imported by TVM's ``from_onnx``
     ONNX = "onnx"
+    #: a PyTorch ``nn.Module`` (:mod:`fuzz.torch_model`); no Relax module is written
+    TORCH = "torch"
 
 
 #: BatchNormalization's versions before 14 have no ``training_mode``; before 9, ``spatial``.
@@ -189,6 +194,26 @@ class OnnxForm:
 
 
 @dataclass(frozen=True)
+class TorchForm:
+    """How a case of the PyTorch importer is written as an ``nn.Module``: nothing here
+    changes what it computes. ``rank`` and ``transpose`` as in :class:`OnnxForm` (Conv1d,
+    Conv3d, ConvTranspose); ``channels_last``: the module and its input in the channels-last
+    memory format (rank 2 and 3 only). A training-mode block is a ``BatchNorm`` with
+    ``track_running_stats=False`` in an eval module (batch statistics, as in training);
+    ``scale`` and ``center`` together are its ``affine``."""
+
+    rank: int = 2
+    transpose: bool = False
+    channels_last: bool = False
+
+    def __post_init__(self) -> None:
+        if self.rank not in (1, 2, 3):
+            raise CaseError("form.torch.rank", f"convolutions of rank 1, 2 or 3 are written, got {self.rank}")
+        if self.channels_last and self.rank == 1:
+            raise CaseError("form.torch.channels_last", "channels-last memory formats are for rank 2 and 3")
+
+
+@dataclass(frozen=True)
 class Form:
     """How the graph is written as Relax bindings: nothing here changes what it computes.
 
@@ -205,26 +230,32 @@ class Form:
     dataflow: bool = True
     dead_statistics: bool = False
     functions: int = 1
-    #: how the ONNX importer's model is written (default for the Relax importer)
+    #: how the ONNX importer's model is written (default for the other importers)
     onnx: OnnxForm = field(default_factory=OnnxForm)
+    #: how the PyTorch importer's module is written (default for the other importers)
+    torch: TorchForm = field(default_factory=TorchForm)
 
     def __post_init__(self) -> None:
         if self.functions not in (1, 2):
             raise CaseError("functions", f"must be 1 or 2, got {self.functions!r}")
         if self.importer is not Importer.ONNX and self.onnx != OnnxForm():
             raise CaseError("form.onnx", "only the ONNX importer writes a model: keep form.onnx default")
-        if self.importer is Importer.ONNX and (self.dataflow, self.dead_statistics, self.functions) != (
+        if self.importer is not Importer.TORCH and self.torch != TorchForm():
+            raise CaseError("form.torch", "only the PyTorch importer writes a module: keep it default")
+        if self.importer is not Importer.RELAX and (self.dataflow, self.dead_statistics, self.functions) != (
             True,
             False,
             1,
         ):
-            raise CaseError("form", "the ONNX importer writes its own form: keep the other fields default")
+            raise CaseError(
+                "form", f"the {self.importer.value} importer writes its own form: keep the rest default"
+            )
 
     @property
     def label(self) -> str:
         """Short text for signatures: ``onnx``, ``no-dataflow+dead-statistics+2-functions``."""
-        if self.importer is Importer.ONNX:
-            return "onnx"
+        if self.importer is not Importer.RELAX:
+            return self.importer.value
         parts = [
             *([] if self.dataflow else ["no-dataflow"]),
             *(["dead-statistics"] if self.dead_statistics else []),
@@ -425,6 +456,8 @@ class Case:
             raise CaseError("form.functions", "two functions need topology conv-bn or the chain")
         if self.form.importer is Importer.ONNX:
             _check_onnx(self)
+        if self.form.importer is Importer.TORCH:
+            _check_torch(self)
 
     @property
     def dtype(self) -> str:
@@ -470,18 +503,69 @@ def _check_onnx(case: Case) -> None:
         raise CaseError("form.onnx.opset", f"training mode needs opset {ONNX_TRAINING_OPSET} or later")
     if case.dtype not in ONNX_DTYPES:
         raise CaseError("form.importer", f"ONNX Conv has no {case.dtype}; expected one of {ONNX_DTYPES}")
+    _check_plain_convs(case, "ONNX")
+    for i, b in enumerate(case.blocks):
+        where = f"blocks[{i}]"
+        if not (b.bn.center and b.bn.scale):
+            raise CaseError(f"{where}.bn", "ONNX BatchNormalization has scale and bias")
+        if float(np.float32(b.bn.epsilon)) != b.bn.epsilon:
+            raise CaseError(
+                f"{where}.bn.epsilon", f"ONNX stores epsilon as a float32; {b.bn.epsilon!r} is not one"
+            )
+
+
+def _check_plain_convs(case: Case, framework: str) -> None:
+    """Raise :class:`CaseError` unless every block is an NCHW conv with an OIHW kernel whose
+    batch norm normalises axis 1 (what ONNX and PyTorch say)."""
     for i, b in enumerate(case.blocks):
         conv = b.conv
         assert conv is not None
         where = f"blocks[{i}]"
         if (conv.data_layout, conv.kernel_layout, conv.out_dtype) != ("NCHW", "OIHW", ""):
-            raise CaseError(f"{where}.conv", "ONNX Conv is NCHW with an OIHW kernel and no out_dtype")
-        if b.bn.axis != 1 or not (b.bn.center and b.bn.scale):
-            raise CaseError(f"{where}.bn", "ONNX BatchNormalization normalises axis 1, with scale and bias")
-        if float(np.float32(b.bn.epsilon)) != b.bn.epsilon:
             raise CaseError(
-                f"{where}.bn.epsilon", f"ONNX stores epsilon as a float32; {b.bn.epsilon!r} is not one"
+                f"{where}.conv", f"{framework} convolutions are NCHW with an OIHW kernel and no out_dtype"
             )
+        if b.bn.axis != 1:
+            raise CaseError(f"{where}.bn", f"{framework} batch norms normalise axis 1")
+
+
+#: Topologies a PyTorch module expresses here (its forward returns the conv's output too).
+TORCH_TOPOLOGIES: tuple[Topology, ...] = ONNX_TOPOLOGIES
+
+
+def _check_torch(case: Case) -> None:
+    """Raise :class:`CaseError` unless a PyTorch module can say ``case``."""
+    if case.topology not in TORCH_TOPOLOGIES:
+        raise CaseError("form.importer", f"this PyTorch module cannot express topology {case.topology.value}")
+    if case.parameters:
+        raise CaseError("parameters", "a PyTorch module holds every operand: no parameters")
+    _check_plain_convs(case, "PyTorch")
+    form = case.form.torch
+    for i, values in enumerate(values_per_channel(case)):
+        bn = case.blocks[i].bn
+        if bn.training and (values < 2 or bn.epsilon == 0):
+            raise CaseError(
+                f"blocks[{i}].bn.training",
+                "PyTorch normalises by batch statistics over two values or more, with a positive epsilon",
+            )
+    for i, b in enumerate(case.blocks):
+        if b.bn.center != b.bn.scale:
+            raise CaseError(f"blocks[{i}].bn", "PyTorch's affine is scale and center together")
+        reason = rank_refuses(case, i, form.rank) or (transpose_refuses(b) if form.transpose else "")
+        if reason:
+            raise CaseError("form.torch", f"blocks[{i}]: {reason}")
+
+
+def values_per_channel(case: Case) -> tuple[int, ...]:
+    """Per block of a case with convolutions: how many values each channel of its conv's
+    output has (batch statistics are taken over these)."""
+    counts = []
+    shape = case.data.shape
+    for b in case.blocks:
+        assert b.conv is not None and b.weight is not None
+        shape = conv_output_shape(b.conv, shape, b.weight.shape)
+        counts.append(math.prod(shape) // shape[b.conv.channel_axis])
+    return tuple(counts)
 
 
 def rank_refuses(case: Case, i: int, rank: int) -> str:

@@ -26,6 +26,7 @@ from fuzz.case import (
     OnnxForm,
     Tensor,
     Topology,
+    TorchForm,
 )
 
 __all__ = [
@@ -141,6 +142,9 @@ def case_to_json(case: Case) -> dict[str, Any]:
             "rank": o.rank,
             "transpose": o.transpose,
         }
+    if case.form.torch != TorchForm():
+        t = case.form.torch
+        out["form"]["torch"] = {"rank": t.rank, "transpose": t.transpose, "channels_last": t.channels_last}
     if case.residual is not None:
         out["residual"] = _tensor_to_json(case.residual)
     return out
@@ -245,6 +249,7 @@ def case_from_json(obj: Any) -> Case:
                 dead_statistics=_get(raw, "dead_statistics", bool, "case.form"),
                 functions=_get(raw, "functions", int, "case.form"),
                 onnx=_onnx_form(raw),
+                torch=_torch_form(raw),
             )
     with _within("case"):
         return Case(
@@ -283,6 +288,19 @@ def _onnx_form(raw: Mapping[str, Any]) -> OnnxForm:
             # absent in entries written before convolutions of other ranks were drawn
             rank=_get(o, "rank", int, where) if "rank" in o else 2,
             transpose=_get(o, "transpose", bool, where) if "transpose" in o else False,
+        )
+
+
+def _torch_form(raw: Mapping[str, Any]) -> TorchForm:
+    if "torch" not in raw:
+        return TorchForm()
+    where = "case.form.torch"
+    t = _mapping(_get(raw, "torch", dict, "case.form"), where)
+    with _within(where):
+        return TorchForm(
+            rank=_get(t, "rank", int, where),
+            transpose=_get(t, "transpose", bool, where),
+            channels_last=_get(t, "channels_last", bool, where),
         )
 
 

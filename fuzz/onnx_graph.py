@@ -43,6 +43,7 @@ from fuzz.case import (
     Topology,
     conv_output_shape,
 )
+from fuzz.spelling import at_rank, transposed_weight
 
 __all__ = [
     "DEFAULTS",
@@ -126,7 +127,7 @@ def onnx_graph(case: Case) -> OnnxGraph:
             if name == "weight":
                 tensor = _written_weight(tensor, conv.groups, form)
             elif form.spatial is False and name in STATISTICS:
-                tensor = _per_position(tensor, _at_rank(shape, form.rank)[2:])
+                tensor = _per_position(tensor, at_rank(shape, form.rank)[2:])
             tensors[f"{name}{i}"] = tensor  # as the model has it, fed or stored
             if name in form.overridden:
                 stored[f"{name}{i}"] = _filled(tensor, DEFAULTS[name])
@@ -150,14 +151,14 @@ def onnx_graph(case: Case) -> OnnxGraph:
             )
         )
         typed += [
-            (f"conv{i}", dtype, _at_rank(shape, form.rank)),
-            (f"out{i}", dtype, _at_rank(shape, form.rank)),
+            (f"conv{i}", dtype, at_rank(shape, form.rank)),
+            (f"out{i}", dtype, at_rank(shape, form.rank)),
         ]
         data = f"out{i}"
         if case.topology is Topology.CHAIN and i == 0:
             nodes.append(Node("Relu", (data,), ("relu0",)))
             data = "relu0"
-            typed.append((data, dtype, _at_rank(shape, form.rank)))
+            typed.append((data, dtype, at_rank(shape, form.rank)))
     if case.epilogue is Epilogue.RELU:
         nodes.append(Node("Relu", (data,), ("act",)))
         data = "act"
@@ -172,10 +173,10 @@ def onnx_graph(case: Case) -> OnnxGraph:
     elif case.epilogue is Epilogue.ADD:
         nodes.append(Node("Add", (data, "skip"), ("act",)))
         data = "act"
-    outputs = [(data, dtype, _at_rank(shape, form.rank))]
+    outputs = [(data, dtype, at_rank(shape, form.rank))]
     case_shapes = [shape]
     if case.topology is Topology.CONV_SHARED:
-        outputs.append(("conv0", dtype, _at_rank(conv_shape, form.rank)))
+        outputs.append(("conv0", dtype, at_rank(conv_shape, form.rank)))
         case_shapes.append(conv_shape)
     x = _reshaped(case.data, form.rank)
     fed: dict[str, Tensor] = {"x": x}
@@ -209,30 +210,13 @@ def onnx_graph(case: Case) -> OnnxGraph:
     )
 
 
-def _at_rank(shape: tuple[int, ...], rank: int) -> tuple[int, ...]:
-    """An NCHW (or OIHW) shape as the model of ``rank`` has it: NCW, NCHW or NC1HW."""
-    if rank == 1:
-        return (shape[0], shape[1], shape[3])
-    if rank == 3:
-        return (shape[0], shape[1], 1, shape[2], shape[3])
-    return shape
-
-
 def _reshaped(tensor: Tensor, rank: int) -> Tensor:
-    return Tensor(tensor.dtype, _at_rank(tensor.shape, rank), tensor.values)
+    return Tensor(tensor.dtype, at_rank(tensor.shape, rank), tensor.values)
 
 
 def _written_weight(weight: Tensor, groups: int, form: OnnxForm) -> Tensor:
-    """The conv's OIHW weight as the model has it: at its rank, and for a ConvTranspose
-    with the kernel flipped and the channel axes swapped within each group."""
-    if form.transpose:
-        w = weight.float64()
-        c_out, c_in_g = w.shape[0], w.shape[1]
-        c_out_g = c_out // groups
-        flipped = w[:, :, ::-1, ::-1].reshape(groups, c_out_g, c_in_g, *w.shape[2:])
-        swapped = flipped.transpose(0, 2, 1, 3, 4).reshape(groups * c_in_g, c_out_g, *w.shape[2:])
-        weight = Tensor(weight.dtype, tuple(swapped.shape), tuple(float(v) for v in swapped.ravel()))
-    return _reshaped(weight, form.rank)
+    """The conv's OIHW weight as the model has it (:mod:`fuzz.spelling`)."""
+    return _reshaped(transposed_weight(weight, groups) if form.transpose else weight, form.rank)
 
 
 def _conv_attrs(block: Block, form: OnnxForm) -> dict[str, Any]:

@@ -44,6 +44,7 @@ from fuzz.case import (
     ONNX_DTYPES,
     ONNX_TOPOLOGIES,
     OPERANDS,
+    TORCH_TOPOLOGIES,
     Block,
     Case,
     Conv2dAttrs,
@@ -53,7 +54,9 @@ from fuzz.case import (
     OnnxForm,
     Tensor,
     Topology,
+    TorchForm,
     conv_output_shape,
+    values_per_channel,
 )
 
 from ._validation import (
@@ -93,6 +96,7 @@ from .options import (
     DEFAULT_MAGNITUDES,
     DEFAULT_ONNX_FORMS,
     DEFAULT_TOPOLOGIES,
+    DEFAULT_TORCH_FORMS,
     MOSTLY_TRUE,
     PARAMETER_SETS,
     CaseOptions,
@@ -106,6 +110,7 @@ from .options import (
     is_onnx_form,
     is_parameter_set,
     is_topology,
+    is_torch_form,
 )
 from .tensors import (
     BN_OPERANDS,
@@ -115,6 +120,7 @@ from .tensors import (
     draw_magnitude,
     draw_tensor,
 )
+from .torch_forms import fit_torch
 from .values import Magnitude
 
 __all__ = ["cases"]
@@ -149,6 +155,7 @@ def cases(
     aims: SearchStrategy[int] = DEFAULT_AIMS,
     deviations: SearchStrategy[Deviation] = DEVIATIONS,
     onnx_forms: SearchStrategy[OnnxForm] = DEFAULT_ONNX_FORMS,
+    torch_forms: SearchStrategy[TorchForm] = DEFAULT_TORCH_FORMS,
 ) -> SearchStrategy[Case]:
     """Valid :class:`~fuzz.case.Case` specs, shrinking toward the simplest graph.
 
@@ -195,6 +202,10 @@ def cases(
     - ``onnx_forms``: :class:`~fuzz.case.OnnxForm`, how an ONNX case's model is
       written (default: opset 15, nothing else; :func:`strategies.onnx.onnx_forms`
       draws the rest).
+    - ``torch_forms``: :class:`~fuzz.case.TorchForm`, how a PyTorch case's module is
+      written (default: Conv2d, contiguous; :func:`strategies.torch_forms.torch_forms`
+      draws the rest). A PyTorch case (``importers`` drawing TORCH, as the PyTorch backend
+      asks) pins what a module cannot vary and has its ``center`` follow ``scale``.
 
     Bounds (values): ``min_channels``/``max_channels`` bound every channel
     count; ``max_spatial`` the data's height and width; ``max_batch`` the
@@ -223,6 +234,7 @@ def cases(
     check_strategy(aims, "aims")
     check_strategy(deviations, "deviations")
     check_strategy(onnx_forms, "onnx_forms")
+    check_strategy(torch_forms, "torch_forms")
     options = CaseOptions(
         dtypes=dtypes,
         topologies=topologies,
@@ -251,6 +263,7 @@ def cases(
         aims=aims,
         deviations=deviations,
         onnx_forms=onnx_forms,
+        torch_forms=torch_forms,
     )
     return _cases(options)
 
@@ -346,6 +359,11 @@ def _draw_shape(draw: DrawFn, options: CaseOptions, topology: Topology, importer
             Importer.ONNX,
             onnx=checked_draw(draw, options.onnx_forms, "onnx_forms", is_onnx_form, "an OnnxForm"),
         )
+    elif importer is Importer.TORCH:
+        form = Form(
+            Importer.TORCH,
+            torch=checked_draw(draw, options.torch_forms, "torch_forms", is_torch_form, "a TorchForm"),
+        )
     else:
         form = Form(importer, dataflow, dead, functions)
     return _Shape(biases, epilogue, form)
@@ -371,10 +389,14 @@ def _deviating_case(draw: DrawFn, options: CaseOptions) -> Case:
     # Drawn whatever the topology and dtype (and ignored where ONNX cannot say the case),
     # so that no dtype or topology is "simpler" to Hypothesis for skipping the choice.
     importer = checked_draw(draw, options.importers, "importers", is_importer, "an Importer")
-    if topology not in ONNX_TOPOLOGIES or dtype not in ONNX_DTYPES:
+    if importer is Importer.ONNX and (topology not in ONNX_TOPOLOGIES or dtype not in ONNX_DTYPES):
+        importer = Importer.RELAX
+    if importer is Importer.TORCH and topology not in TORCH_TOPOLOGIES:
         importer = Importer.RELAX
     if importer is Importer.ONNX:
         options = options.for_onnx()
+    if importer is Importer.TORCH:
+        options = options.for_torch()
     shape = _draw_shape(draw, options, topology, importer)
     case = _draw_case(draw, options, topology, dtype, shape)
     # Only the parameters the case has; then the residual's values, last of all.
@@ -388,6 +410,15 @@ def _deviating_case(draw: DrawFn, options: CaseOptions) -> Case:
     form = shape.form
     if form.importer is Importer.ONNX:
         form = replace(form, onnx=fit(form.onnx, replace(case, parameters=present)))
+    if form.importer is Importer.TORCH:  # affine: center follows scale; see _check_torch
+        counts = values_per_channel(case)
+        bns = [
+            replace(b.bn, center=b.bn.scale, training=b.bn.training and n > 1 and b.bn.epsilon > 0)
+            for b, n in zip(case.blocks, counts, strict=True)
+        ]
+        blocks = tuple(replace(b, bn=bn) for b, bn in zip(case.blocks, bns, strict=True))
+        case = replace(case, blocks=blocks)
+        form = replace(form, torch=fit_torch(form.torch, case))
     case = replace(case, parameters=present, epilogue=shape.epilogue, residual=residual, form=form)
     return aim(case, checked_draw(draw, options.aims, "aims", is_aim, "an aim code"))
 

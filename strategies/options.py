@@ -1,5 +1,5 @@
 """What :func:`strategies.cases` draws from: its defaults, its validated options
-(:class:`CaseOptions`, and the same options pinned to what ONNX can say), and the checks
+(:class:`CaseOptions`, and the same options pinned to what ONNX or PyTorch can say), and the checks
 each drawn value passes."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from fuzz.case import (
     Importer,
     OnnxForm,
     Topology,
+    TorchForm,
 )
 
 from .aim import AIM_BITS
@@ -42,6 +43,7 @@ __all__ = [
     "DEFAULT_MAGNITUDES",
     "DEFAULT_ONNX_FORMS",
     "DEFAULT_TOPOLOGIES",
+    "DEFAULT_TORCH_FORMS",
     "MOSTLY_TRUE",
     "PARAMETER_SETS",
     "CaseOptions",
@@ -55,6 +57,7 @@ __all__ = [
     "is_onnx_form",
     "is_parameter_set",
     "is_topology",
+    "is_torch_form",
 ]
 
 DEFAULT_DTYPES: SearchStrategy[str] = mostly_first(DTYPES)
@@ -63,7 +66,9 @@ DEFAULT_AXES: SearchStrategy[Axis] = mostly_first(list(Axis))
 DEFAULT_MAGNITUDES: SearchStrategy[Magnitude] = mostly_first(list(Magnitude), attribute=False)
 #: TVM's ONNX frontend is fed the default form; ONNX backends draw the rest (strategies.onnx)
 DEFAULT_ONNX_FORMS: SearchStrategy[OnnxForm] = st.just(OnnxForm())
-DEFAULT_IMPORTERS: SearchStrategy[Importer] = mostly_first(list(Importer))
+#: the importers of TVM's cases (a PyTorch case is drawn by the PyTorch backend only)
+DEFAULT_IMPORTERS: SearchStrategy[Importer] = mostly_first([Importer.RELAX, Importer.ONNX])
+DEFAULT_TORCH_FORMS: SearchStrategy[TorchForm] = st.just(TorchForm())
 DEFAULT_EPILOGUES: SearchStrategy[Epilogue] = mostly_first(list(Epilogue))
 #: True three times in four (a dataflow block); shrinks to True.
 MOSTLY_TRUE: SearchStrategy[bool] = mostly_first([True, False])
@@ -104,6 +109,10 @@ def is_function_count(value: object) -> bool:
 
 def is_onnx_form(value: object) -> bool:
     return isinstance(value, OnnxForm)
+
+
+def is_torch_form(value: object) -> bool:
+    return isinstance(value, TorchForm)
 
 
 def is_deviation(value: object) -> bool:
@@ -154,6 +163,7 @@ class CaseOptions:
     aims: SearchStrategy[int]
     deviations: SearchStrategy[Deviation] = DEVIATIONS
     onnx_forms: SearchStrategy[OnnxForm] = DEFAULT_ONNX_FORMS
+    torch_forms: SearchStrategy[TorchForm] = DEFAULT_TORCH_FORMS
 
     def for_onnx(self) -> CaseOptions:
         """These options with every attribute ONNX cannot vary pinned to what it says.
@@ -176,6 +186,22 @@ class CaseOptions:
                 scales=self.bn.scales.map(lambda _: True),
                 trainings=self.bn.trainings,
                 momenta=self.bn.momenta,
+            ),
+        )
+
+    def for_torch(self) -> CaseOptions:
+        """These options with every attribute a PyTorch module cannot vary pinned to what it
+        says (drawn and replaced, as in :meth:`for_onnx`); ``center`` follows ``scale`` (both
+        are ``affine``: see :func:`strategies.graphs.cases`), every operand is the module's."""
+        return replace(
+            self,
+            axes=self.axes.map(lambda _: Axis.CHANNEL),
+            negative_axes=self.negative_axes.map(lambda _: False),
+            parameters=(self.parameters or PARAMETER_SETS[True]).map(lambda _: ()),
+            conv=ConvOptions(
+                data_layouts=self.conv.data_layouts.map(lambda _: "NCHW"),
+                kernel_layouts=self.conv.kernel_layouts.map(lambda _: "OIHW"),
+                wide_out_dtypes=self.conv.wide_out_dtypes.map(lambda _: False),
             ),
         )
 

@@ -220,7 +220,7 @@ def test_a_campaign_finds_the_overflow_class(name: str, tmp_path: Path) -> None:
         "--pass",
         name,
         "--max-examples",
-        "600",
+        "1500",
         "--shrink-seconds",
         "0",
         "--out",

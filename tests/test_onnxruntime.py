@@ -45,7 +45,15 @@ def test_names_resolve_to_their_backend() -> None:
     assert backend_of("onnxruntime:basic") == "onnxruntime" and backend_of("upstream") == "tvm"
     assert backend_of("fuzz.passes:identity") == "tvm"  # MODULE:ATTR stays TVM's
     assert isinstance(BASIC, OrtFold) and BASIC.backend == "onnxruntime" and not BASIC.complete_fold
-    assert set(BACKENDS) == {"tvm", "onnxruntime", "onnxoptimizer", "onnxslim", "onnxsim", "openvino"}
+    assert set(BACKENDS) == {
+        "tvm",
+        "onnxruntime",
+        "onnxoptimizer",
+        "onnxslim",
+        "onnxsim",
+        "openvino",
+        "torch",
+    }
 
 
 def test_a_plain_case_has_no_finding_and_is_folded() -> None:

@@ -6,8 +6,9 @@ A :class:`Fold` is one fold under test, resolved from the name given on the comm
 optimizer at a level (``onnxruntime:basic``, ``:extended``, ``:all``;
 :mod:`fuzz.backends.onnxruntime`), an ONNX model tool (``onnxoptimizer``, ``onnxslim``,
 ``onnxsim``; :mod:`fuzz.backends.onnx_tools`), or OpenVINO's CPU plugin (``openvino``;
-:mod:`fuzz.backends.openvino`). TVM's names include its ONNX path, ``tvm:onnx``. A fold
-materialises a case in its framework, runs it
+:mod:`fuzz.backends.openvino`), or one of PyTorch's folds (``torch:fuse_conv_bn_eval``,
+``torch:fuse_modules``, ``torch:fx``; :mod:`fuzz.backends.pytorch`). TVM's names include
+its ONNX path, ``tvm:onnx``. A fold materialises a case in its framework, runs it
 unfolded and folded, and returns what happened as the framework-free values of
 :mod:`fuzz.results` (:class:`~fuzz.results.Execution`); the reference, the oracle, the
 campaign, the minimiser and the reports take it from there and import no framework.
@@ -207,6 +208,7 @@ BACKENDS: dict[str, tuple[str, str]] = {
     "onnxruntime": ("fuzz.backends.onnxruntime", "onnxruntime"),
     **{name: ("fuzz.backends.onnx_tools", "onnx-tools") for name in MODEL_TOOLS},
     "openvino": ("fuzz.backends.openvino", "openvino"),
+    "torch": ("fuzz.backends.pytorch", "torch"),
 }
 
 
