@@ -15,7 +15,7 @@ from pathlib import Path
 
 import hypothesis
 
-from fuzz.backends import resolve_fold
+from fuzz.backends import backend_of, resolve_fold
 from fuzz.check import Checked
 from fuzz.compat import tvm_version
 from fuzz.corpus import Entry, EntryError, dumps_entry, load_entry
@@ -146,7 +146,7 @@ def promote(
         stderr=found.stderr if found else record.stderr,
         expect=expect,
         reason=reason,
-        provenance=({} if fold.backend == "tvm" else {fold.backend: fold.version()})
+        provenance=({} if fold.backend == "tvm" else {backend_of(fold.name): fold.version()})
         | {
             "tvm": tvm_version(),
             "tvm_commit": _tvm_commit(),

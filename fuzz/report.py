@@ -32,6 +32,7 @@ from fuzz.pipeline import FOLD
 from fuzz.results import Outputs
 from fuzz.script import pipeline_text, render_group_script, render_script
 from fuzz.tool_issue import tool_issue
+from fuzz.torch_issue import torch_issue
 from fuzz.wording import wording
 
 __all__ = ["issue_of", "issues", "render_issue", "render_script"]
@@ -187,12 +188,14 @@ def issue_of(entries: Sequence[Entry], checked: Mapping[str, Checked | None] | N
     replays = checked or {}
     if backend_of(first.pass_name) != "tvm":  # one entry per issue: no cause on record
         notes = [a.line() for a in minimality(first.case, resolve_fold(first.pass_name))]
-        shown = _attributes(first, skip=("form",))  # every case there is an ONNX model
+        shown = _attributes(first, skip=("form",))  # every case there is in the backend's form
         what = _actual(first, replays.get(first.signature))
         if first.pass_name in MODEL_TOOLS:
             return tool_issue(first, what, notes, shown)
         if first.pass_name == "openvino":
             return openvino_issue(first, what, notes, shown)
+        if backend_of(first.pass_name) == "torch":
+            return torch_issue(first, what, notes, shown)
         return ort_issue(first, what, notes, shown)
     words = wording(first.symptom, first.symptom_name)
     expected = words.expected

@@ -29,6 +29,7 @@ from fuzz.pipeline import FOLD, NEIGHBOURS
 from fuzz.program import MAIN, Binding, Function, parameter_names, program
 from fuzz.script_parts import array_name, array_source, bug_lines, onnx_model_lines, script_tensors
 from fuzz.tool_script import render_tool_script
+from fuzz.torch_script import render_torch_script
 from fuzz.wording import wording
 
 __all__ = ["PASS_EXPRESSIONS", "pipeline_text", "render_group_script", "render_script"]
@@ -277,6 +278,8 @@ def render_script(entry: Entry, pass_expression: str | None = None) -> str:
         return render_tool_script(entry)
     if entry.pass_name == "openvino":
         return render_openvino_script(entry)
+    if backend_of(entry.pass_name) == "torch":
+        return render_torch_script(entry)
     version = entry.provenance.get("tvm", "")
     title = f"Reproducer: {entry.signature} in {_subject(entry)}" + (f" (TVM {version})." if version else ".")
     lines = _header_lines([entry], title, entry.message)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,15 +20,19 @@ from cases import make_case  # noqa: E402
 from hypothesis import Phase, event, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from test_property import bn_constants_out_of_range  # noqa: E402
+from without_tvm import run_script_without_tvm  # noqa: E402
 
 from fuzz.backends import backend_of, resolve_fold  # noqa: E402
 from fuzz.backends.pytorch import TorchFold, TorchRejects, materialise, run_module  # noqa: E402
 from fuzz.case import Case, CaseError, Epilogue, Form, Importer, Topology, TorchForm  # noqa: E402
 from fuzz.case_json import case_from_json, case_to_json  # noqa: E402
 from fuzz.check import check  # noqa: E402
+from fuzz.corpus import Entry  # noqa: E402
 from fuzz.errors import UsageError  # noqa: E402
 from fuzz.oracle import Symptom  # noqa: E402
+from fuzz.report import issue_of  # noqa: E402
 from fuzz.results import Failure, Outputs  # noqa: E402
+from fuzz.script import render_script  # noqa: E402
 from fuzz.torch_model import FOLDS, fold_source, torch_model  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -165,6 +170,64 @@ def test_the_fold_source_is_what_a_user_writes() -> None:
 def test_a_case_of_another_importer_is_refused() -> None:
     with pytest.raises(TorchRejects, match="PyTorch form"):
         check(make_case(), resolve_fold("torch:fx"))
+
+
+OVERFLOW = {"x": 0.0, "weight": 1e30, "gamma": 1e10, "mean": 1.0, "var": 1.0}
+
+
+def _entry(case: Case, name: str) -> Entry:
+    finding = check(case, resolve_fold(name)).verdict.primary
+    assert finding is not None
+    signature = f"{name}:{finding.symptom.value}"
+    return Entry(
+        case, name, finding.symptom, finding.stage, signature, finding.message, finding.error_type, "",
+        {name: "fails"}, {name: finding.message},
+        {"torch": str(torch.__version__), "python": "3", "platform": "linux"},
+    )  # fmt: skip
+
+
+def test_the_issue_follows_pytorch_s_bug_template_and_names_the_function_at_fault() -> None:
+    overflow = issue_of([_entry(torch_case(values=OVERFLOW, **ONE), "torch:fx")])
+    assert overflow.project == "pytorch/pytorch"
+    assert overflow.title.startswith("`torch.fx.experimental.optimization.fuse` ")
+    headings = [line for line in overflow.body.splitlines() if line.startswith("### ")]
+    assert headings == ["### 🐛 Describe the bug", "### Versions"]
+    assert "fuse_conv_bn_weights" in overflow.body and "import tvm" not in overflow.body
+    raised = issue_of([_entry(torch_case(training=True, batch=2), "torch:fuse_modules")])
+    assert "track_running_stats=False" in raised.body and "fuser_method_mappings.py" in raised.body
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("case", "name", "line"),
+    [
+        (
+            torch_case(values=OVERFLOW, **ONE),
+            "torch:fuse_conv_bn_eval",
+            "BUG: finite outputs became inf or NaN",
+        ),
+        (
+            torch_case(TorchForm(rank=3, transpose=True, channels_last=True), values=OVERFLOW, **ONE),
+            "torch:fuse_conv_bn_eval",
+            "BUG: finite outputs became inf or NaN",
+        ),
+        (torch_case(training=True, batch=2), "torch:fuse_modules", "raises on a module it should fold"),
+    ],
+    ids=["overflow", "transposed-3d-channels-last", "batch-statistics"],
+)
+def test_the_script_needs_only_torch_and_shows_the_bug(
+    case: Case, name: str, line: str, tmp_path: Path
+) -> None:
+    script = tmp_path / "repro.py"
+    entry = _entry(case, name)
+    script.write_text(render_script(entry))
+    done = run_script_without_tvm(script)
+    assert done.returncode == 1 and line in done.stdout, done.stdout + done.stderr
+    # the same script on a module whose folded weights stay in range shows no bug
+    benign = torch_case(values=OVERFLOW | {"weight": 1e20}, **ONE)
+    script.write_text(render_script(replace(entry, case=benign)))
+    done = run_script_without_tvm(script)
+    assert done.returncode == 0 and "no bug" in done.stdout.lower(), done.stdout + done.stderr
 
 
 @given(data=st.data())

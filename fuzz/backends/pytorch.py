@@ -49,6 +49,11 @@ TORCH_DTYPES: dict[str, torch.dtype] = {
 }
 
 
+# One thread: these tensors are tiny (more threads only contend, several times slower on two
+# cores), and every run gives the same bits.
+torch.set_num_threads(1)
+
+
 class TorchRejects(BnfuzzError, ValueError):
     """PyTorch cannot run the case even unfolded: the case is outside this backend."""
 

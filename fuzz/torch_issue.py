@@ -1,0 +1,100 @@
+"""Issues for PyTorch's folds, in the shape of PyTorch's bug template ("🐛 Describe the bug"
+with the code and its output, "Versions"), naming the function at fault."""
+
+from __future__ import annotations
+
+from fuzz.attributes import classify
+from fuzz.corpus import Entry
+from fuzz.issue import Issue
+from fuzz.oracle import Symptom
+from fuzz.torch_script import render_torch_script, subject
+from fuzz.wording import wording
+
+__all__ = ["AT_FAULT", "torch_issue"]
+
+#: Where each fold's weights are computed: every one of PyTorch's module folds ends here.
+WEIGHTS = (
+    "`fuse_conv_bn_weights` (`torch/nn/utils/fusion.py`), which computes "
+    "`conv_w * (bn_w * torch.rsqrt(bn_rv + bn_eps))` in the weights' own dtype"
+)
+#: Fold (after ``torch:``) -> the code at fault, as the issue names it.
+AT_FAULT: dict[str, str] = {
+    "fuse_conv_bn_eval": WEIGHTS,
+    "fuse_modules": f"`fuse_conv_bn` (`torch/ao/quantization/fuser_method_mappings.py`), through {WEIGHTS}",
+    "fx": f"`fuse` (`torch/fx/experimental/optimization.py`), through {WEIGHTS}",
+}
+#: Fold -> the code at fault where a finding needs batch statistics (``training=True``: a
+#: batch norm with ``track_running_stats=False``).
+AT_FAULT_BATCH_STATISTICS: dict[str, str] = {
+    "fuse_modules": "`fuse_conv_bn` (`torch/ao/quantization/fuser_method_mappings.py`): outside QAT it "
+    "hands every conv + batch norm pair to `fuse_conv_bn_eval`, which asserts running statistics, "
+    "instead of leaving alone a batch norm with `track_running_stats=False` (as "
+    "`torch.fx.experimental.optimization.fuse` does: `if not bn.track_running_stats: continue`)",
+}
+
+
+def torch_issue(entry: Entry, actual: str, minimal: list[str], shown: str) -> Issue:
+    """The issue for an entry found against ``torch:NAME``: ``actual`` is what the outputs
+    show (:mod:`fuzz.report` words it), ``minimal`` the minimality notes, ``shown`` the
+    entry's non-default attributes."""
+    fold = entry.pass_name.partition(":")[2]
+    words = wording(entry.symptom, entry.symptom_name)
+    function = subject(entry)
+    title = f"`{function}` {words.title(entry.error_type)}" + (f" ({shown})" if shown else "")
+    batch_statistics = classify(entry.case)["training"] == "True"
+    fault = AT_FAULT_BATCH_STATISTICS.get(fold, AT_FAULT[fold]) if batch_statistics else AT_FAULT[fold]
+    why = (
+        f"The code at fault is {fault}. Where `gamma / sqrt(var + eps)` times a weight leaves the "
+        "dtype's range the folded weight is inf, and an input that meets it with a zero gives NaN, "
+        "although the unfolded module's output is finite: the factor could be applied after the "
+        "convolution, or the fold skipped, where it overflows."
+        if entry.symptom is Symptom.FINITE_TO_NONFINITE
+        else f"The code at fault is {fault}."
+    )
+    body = "\n".join(
+        [
+            "### 🐛 Describe the bug",
+            "",
+            f"Folding a convolution and the batch norm after it with `{function}` on an eval module "
+            f"{words.title(entry.error_type)}. Expected: {words.expected} (The reference is the same "
+            "module unfolded, in eval mode, which stays within rounding error of the exact result.)",
+            "",
+            f"Actual: {actual}",
+            "",
+            why,
+            "",
+            "Save as `repro.py` and run `python repro.py` (it needs torch and numpy, and exits 1 while "
+            "the bug shows):",
+            "",
+            "```python",
+            render_torch_script(entry).rstrip("\n"),
+            "```",
+            "",
+            "```",
+            entry.message,
+            "```",
+            "",
+            "The module was shrunk and simplified by a property-based fuzzer (bnfold-fuzz); each "
+            "remaining non-default attribute and value was simplified once more and the bug re-checked:",
+            "",
+            *minimal,
+            "",
+            "### Versions",
+            "",
+            f"PyTorch version: {entry.provenance.get('torch', 'unknown')} (CPU)",
+            f"Python version: {entry.provenance.get('python', 'unknown')}",
+            f"OS: {entry.provenance.get('platform', 'unknown')}",
+            "",
+            "(bnfold-fuzz's signature for this bug, used to avoid duplicate reports, is "
+            f"`{entry.signature}`.)",
+            "",
+        ]
+    )
+    return Issue(
+        f"pytorch:{entry.signature}",
+        title,
+        body,
+        (entry.signature,),
+        entry.pass_name,
+        project="pytorch/pytorch",
+    )
