@@ -22,6 +22,10 @@ AT_FAULT: dict[str, str] = {
     "fuse_conv_bn_eval": WEIGHTS,
     "fuse_modules": f"`fuse_conv_bn` (`torch/ao/quantization/fuser_method_mappings.py`), through {WEIGHTS}",
     "fx": f"`fuse` (`torch/fx/experimental/optimization.py`), through {WEIGHTS}",
+    "inductor": "the binary folding of Inductor's freezing passes "
+    "(`torch/_inductor/fx_passes/binary_folding.py`, `_create_new_conv_node`): it folds the "
+    "decomposed batch norm's multiply into the convolution's weight (`weight * other`) as a constant "
+    "of the weight's dtype",
 }
 #: Fold -> the code at fault where a finding needs batch statistics (``training=True``: a
 #: batch norm with ``track_running_stats=False``).
@@ -40,7 +44,7 @@ def torch_issue(entry: Entry, actual: str, minimal: list[str], shown: str) -> Is
     fold = entry.pass_name.partition(":")[2]
     words = wording(entry.symptom, entry.symptom_name)
     function = subject(entry)
-    title = f"`{function}` {words.title(entry.error_type)}" + (f" ({shown})" if shown else "")
+    title = f"{function} {words.title(entry.error_type)}" + (f" ({shown})" if shown else "")
     batch_statistics = classify(entry.case)["training"] == "True"
     fault = AT_FAULT_BATCH_STATISTICS.get(fold, AT_FAULT[fold]) if batch_statistics else AT_FAULT[fold]
     why = (
@@ -55,7 +59,7 @@ def torch_issue(entry: Entry, actual: str, minimal: list[str], shown: str) -> Is
         [
             "### 🐛 Describe the bug",
             "",
-            f"Folding a convolution and the batch norm after it with `{function}` on an eval module "
+            f"Folding a convolution and the batch norm after it with {function} on an eval module "
             f"{words.title(entry.error_type)}. Expected: {words.expected} (The reference is the same "
             "module unfolded, in eval mode, which stays within rounding error of the exact result.)",
             "",

@@ -175,11 +175,12 @@ def _at(rank: int, h: int, w: int, depth: int) -> tuple[int, ...]:
     return (h, w)
 
 
-#: PyTorch fold name (``--pass torch:NAME``) -> the function the issue names at fault.
+#: PyTorch fold name (``--pass torch:NAME``) -> what its users call, as Markdown.
 FOLDS: dict[str, str] = {
-    "fuse_conv_bn_eval": "torch.nn.utils.fusion.fuse_conv_bn_eval",
-    "fuse_modules": "torch.ao.quantization.fuse_modules",
-    "fx": "torch.fx.experimental.optimization.fuse",
+    "fuse_conv_bn_eval": "`torch.nn.utils.fusion.fuse_conv_bn_eval`",
+    "fuse_modules": "`torch.ao.quantization.fuse_modules`",
+    "fx": "`torch.fx.experimental.optimization.fuse`",
+    "inductor": "`torch.compile` with `torch._inductor.config.freezing = True`",
 }
 
 
@@ -197,4 +198,10 @@ def fold_source(name: str, model: TorchModel) -> str:
         return f"from torch.ao.quantization import fuse_modules\n\nfolded = fuse_modules(model, {lists})\n"
     if name == "fx":
         return "from torch.fx.experimental.optimization import fuse\n\nfolded = fuse(model)\n"
+    if name == "inductor":  # compiled (and folded) at its first call, under torch.no_grad()
+        return (
+            "import torch._inductor.config\n\n"
+            "torch._inductor.config.freezing = True\n"
+            "folded = torch.compile(model)\n"
+        )
     raise ValueError(f"unknown PyTorch fold {name!r}; expected one of {sorted(FOLDS)}")

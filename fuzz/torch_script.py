@@ -20,7 +20,7 @@ __all__ = ["render_torch_script", "subject"]
 
 
 def subject(entry: Entry) -> str:
-    """The function the entry's fold calls, as the issue names it."""
+    """What the entry's fold calls, as the issue names it (Markdown)."""
     return FOLDS[entry.pass_name.partition(":")[2]]
 
 
@@ -42,6 +42,7 @@ def render_torch_script(entry: Entry) -> str:
     exits = wording(entry.symptom, entry.symptom_name).exits
     memory = "torch.channels_last" if model.rank == 2 else "torch.channels_last_3d"
     arguments = ", ".join(f"{name}_value" for name, _ in model.inputs)
+    plain = subject(entry).replace("`", "")
     lines = [
         f'"""{title}',
         "",
@@ -99,10 +100,10 @@ def render_torch_script(entry: Entry) -> str:
             for line in fold_source(entry.pass_name.partition(":")[2], model).split("\n")
         ),
         "except Exception as exc:",
-        f'    print(f"BUG: {subject(entry)} raises on a module it should fold or leave alone: {{exc!r}}")',
+        f'    print(f"BUG: {plain} raises on a module it should fold or leave alone: {{exc!r}}")',
         "    sys.exit(1)",
         "after_out = run(folded)",
         'print("folded:", *after_out, sep="\\n")',
-        *verdict_lines(entry, f"{subject(entry)} behaves correctly on this module"),
+        *verdict_lines(entry, f"{plain} behaves correctly on this module"),
     ]
     return "\n".join(line.rstrip() for line in lines) + "\n"
