@@ -10,7 +10,7 @@ from fuzz.oracle import Symptom
 from fuzz.torch_script import render_torch_script, subject
 from fuzz.wording import wording
 
-__all__ = ["AT_FAULT", "torch_issue"]
+__all__ = ["AT_FAULT", "AT_FAULT_FOR", "at_fault", "torch_issue"]
 
 #: Where each fold's weights are computed: every one of PyTorch's module folds ends here.
 WEIGHTS = (
@@ -27,26 +27,39 @@ AT_FAULT: dict[str, str] = {
     "decomposed batch norm's multiply into the convolution's weight (`weight * other`) as a constant "
     "of the weight's dtype",
 }
-#: Fold -> the code at fault where a finding needs batch statistics (``training=True``: a
-#: batch norm with ``track_running_stats=False``).
-AT_FAULT_BATCH_STATISTICS: dict[str, str] = {
-    "fuse_modules": "`fuse_conv_bn` (`torch/ao/quantization/fuser_method_mappings.py`): outside QAT it "
-    "hands every conv + batch norm pair to `fuse_conv_bn_eval`, which asserts running statistics, "
-    "instead of leaving alone a batch norm with `track_running_stats=False` (as "
+#: (fold, ``attribute=value``) -> the code at fault where a finding needs that classifying
+#: attribute (:mod:`fuzz.attributes`), in place of :data:`AT_FAULT`.
+AT_FAULT_FOR: dict[tuple[str, str], str] = {
+    ("fuse_modules", "training=True"): "`fuse_conv_bn` (`torch/ao/quantization/fuser_method_mappings.py`): "
+    "outside QAT it hands every conv + batch norm pair to `fuse_conv_bn_eval`, which asserts running "
+    "statistics, instead of leaving alone a batch norm with `track_running_stats=False` (as "
     "`torch.fx.experimental.optimization.fuse` does: `if not bn.track_running_stats: continue`)",
+    ("inductor", "dtype=float64"): "`_is_packable_convolution` in Inductor's freezing passes "
+    "(`torch/_inductor/fx_passes/mkldnn_fusion.py`): it lets the oneDNN weight-prepack pattern take a "
+    "float64 convolution, which oneDNN has no kernel for (`_is_packable_linear`, next to it, returns "
+    "False for float64)",
 }
+
+
+def at_fault(entry: Entry) -> str:
+    """The code at fault for ``entry``: by its fold, or by the fold and an attribute."""
+    fold = entry.pass_name.partition(":")[2]
+    attributes = classify(entry.case)
+    for (name, key), text in AT_FAULT_FOR.items():
+        attribute, _, value = key.partition("=")
+        if name == fold and attributes.get(attribute) == value:
+            return text
+    return AT_FAULT[fold]
 
 
 def torch_issue(entry: Entry, actual: str, minimal: list[str], shown: str) -> Issue:
     """The issue for an entry found against ``torch:NAME``: ``actual`` is what the outputs
     show (:mod:`fuzz.report` words it), ``minimal`` the minimality notes, ``shown`` the
     entry's non-default attributes."""
-    fold = entry.pass_name.partition(":")[2]
     words = wording(entry.symptom, entry.symptom_name)
     function = subject(entry)
     title = f"{function} {words.title(entry.error_type)}" + (f" ({shown})" if shown else "")
-    batch_statistics = classify(entry.case)["training"] == "True"
-    fault = AT_FAULT_BATCH_STATISTICS.get(fold, AT_FAULT[fold]) if batch_statistics else AT_FAULT[fold]
+    fault = at_fault(entry)
     why = (
         f"The code at fault is {fault}. Where `gamma / sqrt(var + eps)` times a weight leaves the "
         "dtype's range the folded weight is inf, and an input that meets it with a zero gives NaN, "
