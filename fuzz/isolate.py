@@ -29,7 +29,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from fuzz.backends import backend_of
+from fuzz.backends import resolve_fold
 from fuzz.case import Case
 from fuzz.check import Checked, check
 from fuzz.errors import BnfuzzError
@@ -58,8 +58,6 @@ def _serve(
 ) -> None:
     """The worker's loop: receive (case, pipeline), send ("ok", Checked) or ("error", text)."""
     try:
-        from fuzz.backends import resolve_fold
-
         make_pass = resolve_fold(pass_name, complete_fold=complete_fold)
         runner = make_pass.runner(cache_dir or None) if cache else None
     except BaseException:
@@ -215,7 +213,8 @@ class IsolatedChecker:
             self._worker = None
             if self._spare is None:
                 self._spare = self._spawn()
-            return _crash_checked(case, pipeline, died, backend_of(self.pass_name))
+            # the fold's own backend name: a crash of one of PyTorch's folds is that fold's
+            return _crash_checked(case, pipeline, died, resolve_fold(self.pass_name).backend)
         kind, payload = reply
         if kind == "raise":
             raise payload

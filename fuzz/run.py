@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fuzz.backends import backend_of
 from fuzz.errors import UsageError
 from fuzz.native_log import NativeLog
 
@@ -72,7 +73,11 @@ class RunConfig:
 
     @property
     def isolated(self) -> bool:
-        return self.pipelines if self.isolate is None else self.isolate
+        """Checked in a worker process: asked for, or by default with pipelines (TVM's
+        neighbour passes segfault) and for PyTorch's folds (oneDNN's convolutions do)."""
+        if self.isolate is not None:
+            return self.isolate
+        return self.pipelines or backend_of(self.pass_name) == "torch"
 
     @property
     def judges_lowering(self) -> bool:

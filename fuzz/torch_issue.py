@@ -27,9 +27,25 @@ AT_FAULT: dict[str, str] = {
     "decomposed batch norm's multiply into the convolution's weight (`weight * other`) as a constant "
     "of the weight's dtype",
 }
-#: (fold, ``attribute=value``) -> the code at fault where a finding needs that classifying
-#: attribute (:mod:`fuzz.attributes`), in place of :data:`AT_FAULT`.
+#: The transposed branch of ``fuse_conv_bn_weights``, which ignores groups.
+GROUPED_TRANSPOSE = (
+    "the `transpose=True` branch of `fuse_conv_bn_weights` (`torch/nn/utils/fusion.py`): it reshapes "
+    "the per-output-channel factor to `[1, -1, 1, ...]` against a ConvTranspose weight of shape "
+    "`(in_channels, out_channels // groups, ...)`, so with groups the factor does not line up with the "
+    "output channels: it broadcasts the weight to another shape (or fails to), and the folded module's "
+    "weight and bias no longer fit its convolution"
+)
+#: (fold, conditions) -> the code at fault where a finding has those classifying attributes
+#: (:mod:`fuzz.attributes`; ``attribute=value`` joined by commas, a value ending in ``*`` a
+#: prefix), in place of :data:`AT_FAULT`; the first that holds is named.
 AT_FAULT_FOR: dict[tuple[str, str], str] = {
+    ("fuse_conv_bn_eval", "groups=grouped,conv_op=ConvTranspose*"): GROUPED_TRANSPOSE,
+    ("fuse_modules", "groups=grouped,conv_op=ConvTranspose*"): "`fuse_convtranspose_bn` "
+    f"(`torch/ao/quantization/fuser_method_mappings.py`), through {GROUPED_TRANSPOSE}",
+    ("fuse_modules", "conv_op=ConvTranspose*"): "`get_fuser_method` "
+    "(`torch/ao/quantization/fuser_method_mappings.py`): it asserts for a ConvTranspose, BatchNorm and "
+    "ReLU list, which has no entry in `_DEFAULT_OP_LIST_TO_FUSER_METHOD`, where `fuse_modules`' "
+    'docstring says "All other sequences are left unchanged"',
     ("fuse_modules", "training=True"): "`fuse_conv_bn` (`torch/ao/quantization/fuser_method_mappings.py`): "
     "outside QAT it hands every conv + batch norm pair to `fuse_conv_bn_eval`, which asserts running "
     "statistics, instead of leaving alone a batch norm with `track_running_stats=False` (as "
@@ -45,11 +61,16 @@ def at_fault(entry: Entry) -> str:
     """The code at fault for ``entry``: by its fold, or by the fold and an attribute."""
     fold = entry.pass_name.partition(":")[2]
     attributes = classify(entry.case)
-    for (name, key), text in AT_FAULT_FOR.items():
-        attribute, _, value = key.partition("=")
-        if name == fold and attributes.get(attribute) == value:
+    for (name, conditions), text in AT_FAULT_FOR.items():
+        if name == fold and all(_holds(c, attributes) for c in conditions.split(",")):
             return text
     return AT_FAULT[fold]
+
+
+def _holds(condition: str, attributes: dict[str, str]) -> bool:
+    attribute, _, value = condition.partition("=")
+    got = attributes.get(attribute, "")
+    return got.startswith(value[:-1]) if value.endswith("*") else got == value
 
 
 def torch_issue(entry: Entry, actual: str, minimal: list[str], shown: str) -> Issue:

@@ -43,6 +43,7 @@ def render_torch_script(entry: Entry) -> str:
     memory = "torch.channels_last" if model.rank == 2 else "torch.channels_last_3d"
     arguments = ", ".join(f"{name}_value" for name, _ in model.inputs)
     plain = subject(entry).replace("`", "")
+    fold = entry.pass_name.partition(":")[2]
     lines = [
         f'"""{title}',
         "",
@@ -95,14 +96,16 @@ def render_torch_script(entry: Entry) -> str:
         "before_out = run(model)",
         'print("the module in eval mode:", *before_out, sep="\\n")',
         "try:",
-        *(
-            f"    {line}" if line else ""
-            for line in fold_source(entry.pass_name.partition(":")[2], model).split("\n")
-        ),
+        *(f"    {line}" if line else "" for line in fold_source(fold, model).split("\n")),
         "except Exception as exc:",
         f'    print(f"BUG: {plain} raises on a module it should fold or leave alone: {{exc!r}}")',
         "    sys.exit(1)",
-        "after_out = run(folded)",
+        "try:",
+        "    after_out = run(folded)"
+        + ("  # Inductor compiles (and folds) at this first call" if fold == "inductor" else ""),
+        "except Exception as exc:",
+        '    print(f"BUG: the folded module raises where the module runs: {exc!r}")',
+        "    sys.exit(1)",
         'print("folded:", *after_out, sep="\\n")',
         *verdict_lines(entry, f"{plain} behaves correctly on this module"),
     ]

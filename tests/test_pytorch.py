@@ -27,11 +27,13 @@ from fuzz.backends.pytorch import TorchFold, TorchRejects, materialise, run_modu
 from fuzz.case import Case, CaseError, Epilogue, Form, Importer, Topology, TorchForm  # noqa: E402
 from fuzz.case_json import case_from_json, case_to_json  # noqa: E402
 from fuzz.check import check  # noqa: E402
-from fuzz.corpus import Entry  # noqa: E402
+from fuzz.corpus import Entry, load_entry  # noqa: E402
 from fuzz.errors import UsageError  # noqa: E402
 from fuzz.oracle import Symptom  # noqa: E402
+from fuzz.replay import replay  # noqa: E402
 from fuzz.report import issue_of  # noqa: E402
 from fuzz.results import Failure, Outputs  # noqa: E402
+from fuzz.run import RunConfig  # noqa: E402
 from fuzz.script import render_script  # noqa: E402
 from fuzz.torch_issue import at_fault  # noqa: E402
 from fuzz.torch_model import FOLDS, fold_source, torch_model  # noqa: E402
@@ -306,3 +308,43 @@ def test_a_campaign_finds_the_overflow_class(tmp_path: Path) -> None:
     summary = json.loads(done.stdout)
     assert done.returncode == 1 and summary["framework"].startswith("torch:fuse_conv_bn_eval 2."), done.stderr
     assert "finite-to-nonfinite" in {f["symptom"] for f in summary["findings"]}, summary["findings"]
+
+
+def test_its_campaigns_check_in_a_worker_process_by_default() -> None:
+    # oneDNN's convolution segfaulted in a campaign of torch:fuse_conv_bn_eval: a crash must
+    # become a finding, not end the campaign
+    assert RunConfig("torch:fuse_conv_bn_eval").isolated and not RunConfig("upstream").isolated
+    assert not RunConfig("torch:fx", isolate=False).isolated
+
+
+TORCH_ENTRIES = sorted((ROOT / "corpus" / "torch").glob("*.json"))
+
+
+def _tiered(paths: list[Path]) -> list[Any]:
+    """Inductor's entries marked slow: each replay compiles."""
+    return [
+        pytest.param(p, id=p.name, marks=pytest.mark.slow)
+        if "inductor" in p.name
+        else pytest.param(p, id=p.name)
+        for p in paths
+    ]
+
+
+@pytest.mark.parametrize("path", _tiered(TORCH_ENTRIES))
+def test_a_corpus_entry_replays_as_it_expects(path: Path) -> None:
+    entry = load_entry(path)
+    assert backend_of(entry.pass_name) == "torch" and entry.expect[entry.pass_name] == "fails"
+    for name in entry.expect:
+        assert replay(entry, name).as_expected, name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", TORCH_ENTRIES, ids=[p.name for p in TORCH_ENTRIES])
+def test_a_corpus_entry_s_script_reproduces_with_torch_alone(path: Path, tmp_path: Path) -> None:
+    entry = load_entry(path)
+    script = tmp_path / "repro.py"
+    script.write_text(render_script(entry))
+    done = run_script_without_tvm(script)
+    assert done.returncode == 1 and "BUG:" in done.stdout, done.stdout + done.stderr
+    issue = issue_of([entry])
+    assert issue.project == "pytorch/pytorch" and at_fault(entry) in issue.body

@@ -124,7 +124,8 @@ def add_parsers(sub: Any) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="check cases in a reused worker process, so a native crash or a hang becomes a "
-        "'crash' or 'timeout' finding and the campaign goes on (default: on with --pipelines)",
+        "'crash' or 'timeout' finding and the campaign goes on (default: on with --pipelines, "
+        "and for PyTorch's folds, whose oneDNN convolutions were seen to segfault)",
     )
     run.add_argument(
         "--workers",
