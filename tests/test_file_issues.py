@@ -74,6 +74,7 @@ def run(api: str, *extra: str) -> int:
     return main(["file-issues", *map(str, ENTRIES), "--repo", "owner/name", "--api", api, *extra])
 
 
+@pytest.mark.slow  # replays the shipped corpus three times: seconds of builds
 def test_dry_run_apply_and_a_second_run_that_files_nothing(
     api: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -179,6 +179,7 @@ def test_channel_cuts_compute_the_first_channel(layout: tuple[str, str]) -> None
     )  # type: ignore[union-attr]
 
 
+@pytest.mark.slow  # promotes and replays on upstream and fixed: seconds of builds
 def test_promote_simplifies_and_names_the_file_by_the_narrowed_signature(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

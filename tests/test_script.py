@@ -83,6 +83,7 @@ def test_the_script_shows_the_bug_in_a_fresh_process(name: str, tmp_path: Path) 
     assert "BUG" in done.stdout
 
 
+@pytest.mark.slow  # runs reproducer scripts in subprocesses
 def test_a_missed_fold_script_shows_the_batch_norm_left(tmp_path: Path) -> None:
     entry = Entry(
         make_case(form=Form(dead_statistics=True)),
