@@ -87,6 +87,11 @@ def torch_issue(entry: Entry, actual: str, minimal: list[str], shown: str) -> Is
         "although the unfolded module's output is finite: the factor could be applied after the "
         "convolution, or the fold skipped, where it overflows."
         if entry.symptom is Symptom.FINITE_TO_NONFINITE
+        else f"The code at fault is {fault}. Where `gamma / sqrt(var + eps)` times a weight falls below "
+        "the dtype's normal range the folded weight keeps fewer significant bits, or becomes 0, and the "
+        "output loses the precision the unfolded module keeps: the factor could be applied after the "
+        "convolution where it underflows."
+        if entry.symptom is Symptom.OUT_OF_TOLERANCE
         else f"The code at fault is {fault}."
     )
     body = "\n".join(
