@@ -82,7 +82,12 @@ def test_entry_is_minimal(path: Path) -> None:
     assert [a.description for a in minimality(entry.case, upstream) if a.outcome == "remains"] == []
 
 
-@pytest.mark.parametrize("path", PIPELINE_ENTRIES, ids=ids(PIPELINE_ENTRIES))
+@pytest.mark.parametrize(
+    "path",
+    # a crash replays in a worker process it starts: slow (make test)
+    [pytest.param(p, marks=pytest.mark.slow) if "crash" in p.name else p for p in PIPELINE_ENTRIES],
+    ids=ids(PIPELINE_ENTRIES),
+)
 def test_pipeline_entry_replays_as_expected(path: Path, corpus: Replays) -> None:
     entry = corpus.entry(path)
     assert entry.pipeline is not None and entry.expect

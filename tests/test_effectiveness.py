@@ -65,6 +65,7 @@ def test_a_zoo_row_end_to_end() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.nightly  # half a minute of CPU; test_a_zoo_row_end_to_end covers a row in CI
 def test_a_float16_zoo_row_records_what_failed() -> None:
     (row,) = run_effectiveness(
         resolve_pass("fixed"),

@@ -160,6 +160,9 @@ def test_without_onnxruntime_the_fold_name_says_which_extra_to_install() -> None
 
 
 @pytest.mark.slow
+# a minute of CPU: nightly. make check's test_without_tvm.py runs an ONNX Runtime campaign
+# in process (found, shrunk, simplified, rendered); the property finds the class too
+@pytest.mark.nightly
 def test_a_campaign_finds_the_overflow_class(tmp_path: Path) -> None:
     # as a user runs it: its own process (an in-process campaign would share Hypothesis's
     # state with the tests before it)

@@ -622,6 +622,7 @@ def test_case_batches_arguments_are_keyword_only() -> None:
     ]
 
 
+@pytest.mark.slow  # 200 batches: seconds; test_case_batches_vary_the_values_... stays quick
 @settings(MANY, max_examples=200)
 @given(case_batches())
 def test_case_batches_share_one_structure(batch: tuple[Case, ...]) -> None:
