@@ -144,6 +144,7 @@ def test_without_openvino_its_name_says_which_extra_to_install() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.nightly  # half a minute of CPU; the ONNX-backend property finds the class in CI
 def test_a_campaign_finds_the_overflow_class(tmp_path: Path) -> None:
     command = ["run", "--pass", "openvino", "--max-examples", "600", "--shrink-seconds", "0", "--json"]
     done = subprocess.run(
