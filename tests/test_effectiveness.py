@@ -44,6 +44,7 @@ def test_layer_rows_for_fixed_and_upstream() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.nightly  # twenty seconds of builds; the quick tier's zoo tests cover each step
 def test_a_zoo_row_end_to_end() -> None:
     """ResNet-18 at 32x32, NCHW float32: upstream folds every batch_norm, rightly."""
     upstream = resolve_pass("upstream")

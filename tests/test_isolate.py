@@ -73,6 +73,7 @@ def test_a_campaign_survives_a_segfaulting_pass_and_keeps_every_finding() -> Non
     assert any(s.startswith("pass-exception:AttributeError[") and "kernel_layout=IOHW" in s for s in found)
 
 
+@pytest.mark.nightly  # half a minute; test_a_segfault_and_a_hang_... covers the worker in CI
 def test_the_cli_writes_crash_findings_and_promote_replays_them_isolated(tmp_path: Path) -> None:
     out = tmp_path / "findings"
     code = main(

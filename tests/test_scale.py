@@ -58,6 +58,7 @@ def shares_failures(where: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.nightly  # half a minute; the Redis database test covers sharing in CI
 def test_a_folder_database_shares_failures_between_campaigns(tmp_path: Path) -> None:
     shares_failures(str(tmp_path / "examples"))
     assert any((tmp_path / "examples").rglob("*"))

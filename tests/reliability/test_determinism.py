@@ -25,6 +25,7 @@ def in_fresh_processes(argv: list[str], times: int) -> list[str]:
     ]
 
 
+@pytest.mark.nightly  # twenty seconds of fresh processes; replays are checked in CI in process
 def test_every_entry_replays_bit_identically_in_a_fresh_process(corpus: Replays) -> None:
     """The session's replays (shared with the corpus and report tests) against a fresh
     process's (``tests/replays.py`` run as a script)."""
