@@ -24,6 +24,7 @@ __all__ = [
     "array_name",
     "array_source",
     "bug_lines",
+    "float_literal",
     "onnx_model_lines",
     "onnx_script_head",
     "script_tensors",
@@ -31,7 +32,7 @@ __all__ = [
 ]
 
 
-def _literal(value: float) -> str:
+def float_literal(value: float) -> str:
     """Python source for a float; ``repr`` is the shortest text that reads back exactly."""
     return repr(value) if math.isfinite(value) else f'float("{value}")'
 
@@ -41,8 +42,8 @@ def array_source(tensor: Tensor) -> str:
     dtype = "ml_dtypes.bfloat16" if tensor.dtype == "bfloat16" else f'"{tensor.dtype}"'
     shape = tuple(tensor.shape)
     if len({v.hex() for v in tensor.values}) == 1:  # hex: tells 0.0 from -0.0
-        return f"np.full({shape}, {_literal(tensor.values[0])}).astype({dtype})"
-    listed = ", ".join(_literal(v) for v in tensor.values)
+        return f"np.full({shape}, {float_literal(tensor.values[0])}).astype({dtype})"
+    listed = ", ".join(float_literal(v) for v in tensor.values)
     return f"np.array([{listed}]).reshape({shape}).astype({dtype})"
 
 

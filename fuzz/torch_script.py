@@ -11,8 +11,9 @@ while the bug shows (the same checks as every script: :func:`fuzz.script_parts.b
 from __future__ import annotations
 
 from fuzz.backends import backend_of
+from fuzz.case import Tensor
 from fuzz.corpus import Entry
-from fuzz.script_parts import verdict_lines
+from fuzz.script_parts import float_literal, verdict_lines
 from fuzz.torch_model import FOLDS, fold_source, torch_model
 from fuzz.wording import wording
 
@@ -24,10 +25,10 @@ def subject(entry: Entry) -> str:
     return FOLDS[entry.pass_name.partition(":")[2]]
 
 
-def _tensor_source(values: tuple[float, ...], shape: tuple[int, ...], dtype: str) -> str:
+def _tensor_source(tensor: Tensor) -> str:
     """Exact source for a tensor: its values as float64 (each exact there), then its dtype."""
-    literal = ", ".join(repr(v) if abs(v) != float("inf") else f'float("{v}")' for v in values)
-    return f"torch.tensor([{literal}], dtype=torch.float64).reshape({shape}).to(torch.{dtype})"
+    listed = ", ".join(float_literal(v) for v in tensor.values)
+    return f"torch.tensor([{listed}], dtype=torch.float64).reshape({tensor.shape}).to(torch.{tensor.dtype})"
 
 
 def render_torch_script(entry: Entry) -> str:
@@ -61,9 +62,9 @@ def render_torch_script(entry: Entry) -> str:
         "",
         "# The case's exact values, by the name of the parameter or buffer that holds them.",
         "STATE = {",
-        *(f"    {name!r}: {_tensor_source(t.values, t.shape, t.dtype)}," for name, t in model.state),
+        *(f"    {name!r}: {_tensor_source(t)}," for name, t in model.state),
         "}",
-        *(f"{name}_value = {_tensor_source(t.values, t.shape, t.dtype)}" for name, t in model.inputs),
+        *(f"{name}_value = {_tensor_source(t)}" for name, t in model.inputs),
         "",
         "",
         *model.source.rstrip("\n").split("\n"),

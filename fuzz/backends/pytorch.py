@@ -104,11 +104,22 @@ def run_module(
     return Outputs.of_arrays(arrays)
 
 
+#: torch dtype -> case dtype
+_CASE_DTYPES = {v: k for k, v in TORCH_DTYPES.items()}
+
+
 def _numpy(tensor: torch.Tensor) -> np.ndarray[Any, Any]:
     """``tensor``'s values exactly, in its own dtype (float64 for one a case has not)."""
-    names = {v: k for k, v in TORCH_DTYPES.items()}
     wide = tensor.detach().to(torch.float64).contiguous().numpy()
-    return wide.astype(np_dtype(names[tensor.dtype])) if tensor.dtype in names else wide
+    dtype = _CASE_DTYPES.get(tensor.dtype)
+    return wide.astype(np_dtype(dtype)) if dtype else wide
+
+
+def _state_changed(module: nn.Module, given: dict[str, torch.Tensor]) -> bool:
+    """Whether the module handed to the fold no longer holds the parameters and buffers it
+    was given (``mutates-input``)."""
+    state = module.state_dict()
+    return state.keys() != given.keys() or any(not torch.equal(state[k], given[k]) for k in given)
 
 
 def _batch_norms(module: nn.Module) -> int:
@@ -181,8 +192,7 @@ class TorchFold:
         after = {"conv2d": _convolutions(folded_module), "batch_norm": _batch_norms(folded_module)}
         changed = after != before or type(folded_module) is not type(module)
         fired = after["batch_norm"] < before["batch_norm"]
-        state = module.state_dict()
-        mutated = state.keys() != given.keys() or any(not torch.equal(state[k], given[k]) for k in given)
+        mutated = _state_changed(module, given)
         counts: tuple[dict[str, int], dict[str, int]] | None = (before, after)
         if not changed and not unchanged and not mutated:
             return Execution(None, None, False, False, None, pass_seconds, 0.0, counts)
@@ -192,8 +202,7 @@ class TorchFold:
             if isinstance(folded, Failure):
                 folded = replace(folded, stage=Stage.PASS)
             changed, fired, counts = True, counters["inductor"]["binary_folding_conv"] > 0, None
-            state = module.state_dict()
-            mutated = state.keys() != given.keys() or any(not torch.equal(state[k], given[k]) for k in given)
+            mutated = _state_changed(module, given)
         if baseline_needed is not None and isinstance(folded, Outputs) and not baseline_needed(folded):
             seconds = time.perf_counter() - start
             return Execution(
