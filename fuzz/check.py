@@ -7,18 +7,25 @@ the benchmarks time it. It runs the case through the fold's backend
 (:func:`fuzz.reference.reference`) and asks the oracle for a verdict
 (:func:`fuzz.oracle.judge`), and returns all three as a :class:`Checked`. It imports no
 framework: the backend does.
+
+The floating-point environment is pinned (:func:`fuzz.fpenv.pinned`): the fold runs with
+subnormals kept unless ``flush`` asks for them flushed, whatever the process had set, and
+the reference and the oracle always keep them; :attr:`Checked.flush` records what the fold
+ran with.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from fuzz.backends import PassLike, Runner, as_fold
 from fuzz.case import Case
+from fuzz.fpenv import pinned
 from fuzz.oracle import Finding, Symptom, Verdict, judge, within_bound
 from fuzz.pipeline import Pipeline
 from fuzz.reference import Reference, reference
-from fuzz.results import Execution, Failure, Stage
+from fuzz.results import Execution, Failure, Outputs, Stage
 
 __all__ = ["Checked", "check"]
 
@@ -36,6 +43,8 @@ class Checked:
     gated: tuple[str, ...] = ()
     #: the backend of the fold it went through (:mod:`fuzz.backends`)
     backend: str = "tvm"
+    #: the flush settings the fold ran with (:func:`fuzz.fpenv.flush_state`)
+    flush: dict[str, Any] = field(default_factory=dict)
 
 
 def check(
@@ -46,6 +55,7 @@ def check(
     *,
     must_fold: bool | None = None,
     lowering: bool = True,
+    flush: bool = False,
 ) -> Checked:
     """Run one case through a fold (:class:`fuzz.backends.Fold`, or a factory of TVM
     passes), or through ``pipeline`` with the fold in it, and judge it (``runner``: the
@@ -59,22 +69,41 @@ def check(
     (:func:`fuzz.oracle.within_bound`; the verdict on the pass is the same either way).
     For a pipeline with nothing gated, the ``Sequential`` and the direct calls must give
     structurally equal modules (``sequential-direct-mismatch``).
+    ``flush``: run the fold with subnormals flushed to zero (FTZ and DAZ); a verdict must
+    not change with it.
     """
     fold = as_fold(make_pass)
-    ref = reference(case)
-    needed = None if lowering else (lambda folded: not within_bound(ref, folded))
+    with pinned():
+        ref = reference(case)
+
+    def needed(folded: Outputs) -> bool:
+        with pinned():
+            return not within_bound(ref, folded)
+
     if pipeline is None:
-        execution = fold.execute(case, runner, unchanged=lowering, baseline_needed=needed)
+        with pinned(flush) as state:
+            execution = fold.execute(
+                case, runner, unchanged=lowering, baseline_needed=None if lowering else needed
+            )
         complete = fold.complete_fold if must_fold is None else must_fold
-        verdict = judge(case, execution, ref, must_fold=complete)
-        return Checked(case, execution, ref, verdict, backend=fold.backend)
-    if pipeline.mixed_precision:  # outputs judged by shape alone, against the unfolded ones
-        needed = None
-    execution = fold.execute(case, runner, pipeline=pipeline, unchanged=lowering, baseline_needed=needed)
-    verdict = judge(case, execution, ref, in_pipeline=True, numbers=not pipeline.mixed_precision)
+        with pinned():
+            verdict = judge(case, execution, ref, must_fold=complete)
+        return Checked(case, execution, ref, verdict, backend=fold.backend, flush=state)
+    mixed = pipeline.mixed_precision  # outputs judged by shape alone, against the unfolded ones
+    with pinned(flush) as state:
+        execution = fold.execute(
+            case,
+            runner,
+            pipeline=pipeline,
+            unchanged=lowering,
+            baseline_needed=None if lowering or mixed else needed,
+        )
+    with pinned():
+        verdict = judge(case, execution, ref, in_pipeline=True, numbers=not mixed)
     skipped = fold.gated(pipeline)
     if not skipped and not isinstance(execution.folded, Failure) and not verdict.findings:
-        mismatch = fold.sequential_mismatch(case, pipeline)
+        with pinned(flush):
+            mismatch = fold.sequential_mismatch(case, pipeline)
         if mismatch is not None:
             verdict = replace(verdict, findings=(Finding(Symptom.SEQUENTIAL_MISMATCH, Stage.PASS, mismatch),))
-    return Checked(case, execution, ref, verdict, pipeline, skipped, fold.backend)
+    return Checked(case, execution, ref, verdict, pipeline, skipped, fold.backend, state)

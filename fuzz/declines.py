@@ -32,6 +32,7 @@ from fuzz.corpus import DECLINED, Entry
 from fuzz.decline import Reason, block_reasons
 from fuzz.errors import BnfuzzError
 from fuzz.execute import count_batch_norms
+from fuzz.fpenv import machine
 from fuzz.passes import PassFactory, resolve_pass
 from fuzz.results import Stage
 
@@ -117,5 +118,6 @@ def decline_entry(
             "platform": platform.platform(),
             "seed": seed,
             "found_by": f"bnfuzz declines --pass {pass_name} --seed {seed}",
+            "machine": machine(),
         },
     )

@@ -73,6 +73,8 @@ class FindingRecord:
     attributes: dict[str, Any] = field(default_factory=dict)
     #: the command that found it, where it is not ``bnfuzz run --pass P --seed S``
     found_by: str | None = None
+    #: the machine it was found on: CPU, flush settings, threads (:func:`fuzz.fpenv.machine`)
+    machine: dict[str, Any] = field(default_factory=dict)
 
 
 def smaller_wins(kept: Case, new: Case) -> bool:
@@ -99,6 +101,7 @@ def finding_to_json(record: FindingRecord) -> dict[str, Any]:
         "hits": record.hits,
         "attributes": record.attributes,
         "found_by": record.found_by,
+        "machine": record.machine,
     }
 
 
@@ -130,6 +133,7 @@ def finding_from_json(data: Any) -> FindingRecord:
         hits=int(data.get("hits", 1)),
         attributes=dict(data.get("attributes") or {}),
         found_by=data.get("found_by"),
+        machine=dict(data.get("machine") or {}),
     )
 
 

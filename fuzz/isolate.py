@@ -55,6 +55,7 @@ def _serve(
     cache_dir: str | None,
     complete_fold: bool | None,
     lowering: bool,
+    flush: bool = False,
 ) -> None:
     """The worker's loop: receive (case, pipeline), send ("ok", Checked) or ("error", text)."""
     try:
@@ -73,7 +74,7 @@ def _serve(
             return
         case, pipeline = message
         try:
-            conn.send(("ok", check(case, make_pass, runner, pipeline, lowering=lowering)))
+            conn.send(("ok", check(case, make_pass, runner, pipeline, lowering=lowering, flush=flush)))
         except Exception as exc:  # our own exception (an invalid case, a bug): the parent re-raises
             conn.send(("raise", exc))
 
@@ -144,8 +145,11 @@ class IsolatedChecker:
         cache_dir: Path | None = None,
         complete_fold: bool | None = None,
         lowering: bool = False,
+        flush: bool = False,
     ) -> None:
         self.pass_name = pass_name
+        #: whether the fold runs with subnormals flushed to zero (:func:`fuzz.check.check`)
+        self.flush = flush
         #: whether modules the pass leaves unchanged are built and run too
         self.lowering = lowering
         #: whether the pass is judged as a complete fold (None: as its name says)
@@ -168,6 +172,7 @@ class IsolatedChecker:
         command += ["--cache" if self.cache else "--no-cache", str(self.cache_dir or "")]
         command += [{None: "default", True: "must-fold", False: "no-must-fold"}[self.complete_fold]]
         command += ["--lowering" if self.lowering else "--no-lowering"]
+        command += ["--flush" if self.flush else "--no-flush"]
         # The worker's stderr (TVM's crash backtraces) goes to a file; a crash finding quotes it.
         stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by _Worker.stop
         process = subprocess.Popen(
@@ -214,7 +219,9 @@ class IsolatedChecker:
             if self._spare is None:
                 self._spare = self._spawn()
             # the fold's own backend name: a crash of one of PyTorch's folds is that fold's
-            return _crash_checked(case, pipeline, died, resolve_fold(self.pass_name).backend)
+            # the flush settings the worker pinned for the check (it cannot say: it is gone)
+            flush = {"ftz": self.flush, "daz": self.flush}
+            return _crash_checked(case, pipeline, died, resolve_fold(self.pass_name).backend, flush)
         kind, payload = reply
         if kind == "raise":
             raise payload
@@ -241,7 +248,9 @@ class IsolatedChecker:
         return _Died(Symptom.CRASH, message, error_type, worker.stderr_since(mark))
 
 
-def _crash_checked(case: Case, pipeline: Pipeline | None, died: _Died, backend: str) -> Checked:
+def _crash_checked(
+    case: Case, pipeline: Pipeline | None, died: _Died, backend: str, flush: dict[str, Any]
+) -> Checked:
     """A :class:`Checked` for a case whose worker died: nothing ran to completion."""
     failure = Failure(Stage.RUN, died.error_type or died.symptom.value, died.message)
     execution = Execution(
@@ -254,15 +263,17 @@ def _crash_checked(case: Case, pipeline: Pipeline | None, died: _Died, backend: 
         build_seconds=0.0,
     )
     finding = Finding(died.symptom, Stage.WORKER, died.message, died.error_type, stderr=died.stderr)
-    return Checked(case, execution, reference(case), Verdict((finding,)), pipeline, backend=backend)
+    return Checked(
+        case, execution, reference(case), Verdict((finding,)), pipeline, backend=backend, flush=flush
+    )
 
 
 def _main(argv: list[str]) -> None:
     """``python -m fuzz.isolate FD PASS --cache|--no-cache CACHE_DIR default|must-fold|no-must-fold
-    --lowering|--no-lowering``: the worker."""
+    --lowering|--no-lowering --flush|--no-flush``: the worker."""
     # Ctrl-C reaches the whole process group: the parent decides, and stops the worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    fd, pass_name, cache, cache_dir, must_fold, lowering = argv
+    fd, pass_name, cache, cache_dir, must_fold, lowering, flush = argv
     complete = {"default": None, "must-fold": True, "no-must-fold": False}[must_fold]
     _serve(
         Connection(int(fd)),
@@ -271,6 +282,7 @@ def _main(argv: list[str]) -> None:
         cache_dir or None,
         complete,
         lowering == "--lowering",
+        flush == "--flush",
     )
 
 

@@ -1,5 +1,5 @@
 """Float facts the reference and the strategies share: each dtype's unit roundoff,
-smallest subnormal and largest value, Higham's error factor of k roundings, the dtype
+smallest normal and largest value, Higham's error factor of k roundings, the dtype
 TVM rounds batch_norm's epsilon to, and a plain convolution in whatever wide type its
 operands have."""
 
@@ -18,16 +18,19 @@ __all__ = ["DtypeFacts", "conv2d_nchw", "dtype_facts", "epsilon_dtype", "gamma_k
 
 @dataclass(frozen=True)
 class DtypeFacts:
-    """Unit roundoff, smallest subnormal and largest finite value of a dtype."""
+    """Unit roundoff, smallest normal and largest finite value of a dtype.
+
+    ``min_normal`` is the flush unit: a kernel that flushes subnormals to zero (FTZ on its
+    results, DAZ on its operands) changes a value by less than it."""
 
     u: float
-    tiny: float
+    min_normal: float
     max: float
 
 
 def dtype_facts(dtype: str) -> DtypeFacts:
     info = ml_dtypes.finfo(np_dtype(dtype))
-    return DtypeFacts(u=float(info.eps) / 2, tiny=float(info.smallest_subnormal), max=float(info.max))
+    return DtypeFacts(u=float(info.eps) / 2, min_normal=float(info.smallest_normal), max=float(info.max))
 
 
 def gamma_k(k: int, u: float) -> float:

@@ -20,6 +20,7 @@ from fuzz.check import Checked
 from fuzz.compat import tvm_version
 from fuzz.corpus import Entry, EntryError, dumps_entry, load_entry
 from fuzz.findings import FindingFileError, FindingRecord, read_finding, smaller_wins
+from fuzz.fpenv import machine
 from fuzz.minimize import simplify
 from fuzz.oracle import Symptom
 from fuzz.replay import check_entry
@@ -61,6 +62,7 @@ def read_finding_or_entry(path: Path) -> FindingRecord:
         seed=entry.provenance.get("seed"),
         tvm=str(entry.provenance.get("tvm", "")),
         found_by=entry.provenance.get("found_by"),
+        machine=dict(entry.provenance.get("machine") or {}),
     )
 
 
@@ -93,6 +95,8 @@ def read_as_entry(path: Path) -> Entry:
             "found_by": record.found_by
             or f"bnfuzz run --pass {record.pass_name} --seed {record.seed}"
             + (" --pipelines" if record.pipeline is not None else ""),
+            # where the campaign saw it fail (a finding from before machines were recorded: none)
+            **({"machine": record.machine} if record.machine else {}),
         },
         pipeline=record.pipeline,
     )
@@ -128,7 +132,8 @@ def promote(
     if not isolated:  # a crash would end this process: such cases stay as Hypothesis shrank them
         case, pipeline, narrowed = simplify(case, fold, pipeline)
     signature = str(narrowed) if narrowed is not None else record.signature
-    found = check_entry(case, record.pass_name, pipeline, isolated).verdict.primary
+    own = check_entry(case, record.pass_name, pipeline, isolated)
+    found = own.verdict.primary
     expect: dict[str, str] = {}
     reason: dict[str, str] = {}
     for name in dict.fromkeys((record.pass_name, *passes)):  # its own pass first, always
@@ -157,6 +162,8 @@ def promote(
             "found_by": record.found_by
             or f"bnfuzz run --pass {record.pass_name} --seed {record.seed}"
             + (" --pipelines" if pipeline is not None else ""),
+            # where the expectations above were measured
+            "machine": machine(own.flush),
         },
         pipeline=pipeline,
     )

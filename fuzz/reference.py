@@ -11,16 +11,21 @@ For every output of a :class:`~fuzz.case.Case` this computes an
     ``center``, ``scale``, ``training`` (batch statistics) and ``momentum``.
 ``bound``
     an a-priori error bound that any correct program in the case's dtype
-    meets, folded or not (docs/design.md, "Stages", derives it)::
+    meets, folded or not (docs/design.md, "The bound", derives it)::
 
         bound = SAFETY * (gamma_{n+k}(u) * A + Z) + reference error
 
     ``A`` is the per-element *magnitude budget*: what the result would be if
     every term were added with the same sign (``|s| * (|W| conv |X| + |mean|)
     + |beta|`` for one block, composed through the graph). ``Z`` collects the
-    absolute errors of underflow (at most half a subnormal step per rounding),
-    amplified by everything downstream, and the relative error of the scale
-    ``s = gamma / sqrt(var + eps)`` when ``var + eps`` is subnormal.
+    absolute errors of *flushing*, amplified by everything downstream: a correct
+    program may replace any subnormal number it reads or computes by zero
+    (flush-to-zero and denormals-are-zero are legitimate kernel modes, chosen by the
+    CPU's instruction set and by process state), which changes that value by less than
+    the dtype's smallest normal number ``phi``. So every operation adds ``phi`` (times
+    what multiplies its result downstream), and every operand that is itself subnormal
+    adds its own magnitude (times the same). This also covers gradual underflow, whose
+    error is smaller.
 ``robust``
     where the *unfolded* program is robustly finite: every intermediate it
     computes, widened by its error bound, stays below ``max(dtype) / RANGE_MARGIN``
@@ -117,9 +122,17 @@ def _wide(case: Case) -> type:
     return np.longdouble if "float64" in dtypes else np.float64
 
 
+def _flushable(v: np.ndarray[Any, Any], dtype: str) -> np.ndarray[Any, Any]:
+    """``|v|`` where ``v`` is subnormal in ``dtype`` (a kernel that reads denormals as zero
+    changes it by that much), else 0."""
+    a = np.abs(v)
+    return np.where(a < dtype_facts(dtype).min_normal, a, 0)
+
+
 def _leaf(array: np.ndarray[Any, Any], dtype: str, wide: type) -> _Tracked:
+    """An operand as given: exact, but a subnormal value may be read as zero."""
     v: np.ndarray[Any, Any] = np.asarray(array, dtype=np.float64).astype(wide)
-    return _Tracked(dtype, v, np.abs(v), 0.0, np.zeros_like(v), np.ones(v.shape, dtype=bool))
+    return _Tracked(dtype, v, np.abs(v), 0.0, _flushable(v, dtype), np.ones(v.shape, dtype=bool))
 
 
 def _round_to(x: float, dtype: str, wide: type) -> Any:
@@ -146,7 +159,10 @@ def _conv(x: _Tracked, block: Block, wide: type) -> _Tracked:
     n_terms = w.shape[1] * w.shape[2] * w.shape[3]
     value = conv(x.value, w)
     budget = conv(x.budget, np.abs(w))
-    z = conv(x.z, np.abs(w)) + 2 * n_terms * facts.tiny
+    # Flushing: of the data (in x.z), of subnormal weights, and of each product and
+    # partial sum (2n operations).
+    w_flush = _flushable(w, block.weight.dtype)
+    z = conv(x.z, np.abs(w)) + conv(x.budget + x.error(), w_flush) + 2 * n_terms * facts.min_normal
     g = x.g + gamma_k(n_terms, facts.u)
     # Partial sums are bounded by the budget only.
     partial_hi = budget * (1 + SAFETY * g) + SAFETY * z
@@ -170,13 +186,32 @@ def _bn_scale(block: Block, dtype: str, wide: type, var: np.ndarray[Any, Any]) -
     return d, s
 
 
-def _underflow(eta: float, s: Any, block: Block, shape: tuple[int, ...]) -> Any:
-    """Absolute error from underflow in batch_norm's own steps, each at most one
-    subnormal step ``eta``, times what multiplies it downstream: ``x - mean`` by
+def _denominator_flush(block: Block, dtype: str, var: np.ndarray[Any, Any]) -> Any:
+    """How much flushing may change ``var + eps``: a subnormal moving variance read as
+    zero, and the sum (in the dtype eps is added in) flushed."""
+    moving = _flushable(var, dtype) if not block.bn.training else 0.0
+    return moving + dtype_facts(epsilon_dtype(dtype)).min_normal
+
+
+def _flush(phi: float, s: Any, q_budget: Any, block: Block, shape: tuple[int, ...]) -> Any:
+    """Absolute error from flushing in batch_norm's own steps, each less than ``phi``,
+    times what multiplies it downstream: ``x - mean`` (and a subnormal ``mean``) by
     ``|s|``, ``q = (x - mean) / sqrt(var + eps)`` by ``|gamma|`` (tiny q times huge
-    gamma), ``q * gamma`` and ``+ beta`` by 1. Doubled for a fold's own steps."""
-    gamma = np.abs(block.gamma.float64()).reshape(shape) if block.bn.scale else 1.0
-    return 2 * eta * (np.abs(s) + gamma + 2)
+    gamma), ``q * gamma`` and ``+ beta`` by 1, all doubled for a fold's own steps; and
+    subnormal operands read as zero: ``gamma`` (losing ``q * gamma``, at most
+    ``q_budget * |gamma|``) and ``beta``."""
+    zero = np.zeros(shape)
+    gamma: Any = np.abs(block.gamma.float64()).reshape(shape) if block.bn.scale else zero + 1
+    gamma_flush = (
+        _flushable(block.gamma.float64(), block.gamma.dtype).reshape(shape) if block.bn.scale else zero
+    )
+    beta_flush = (
+        _flushable(block.beta.float64(), block.beta.dtype).reshape(shape) if block.bn.center else zero
+    )
+    training = block.bn.training
+    mean_flush = zero if training else _flushable(block.mean.float64(), block.mean.dtype).reshape(shape)
+    ops = 2 * phi * (np.abs(s) + gamma + 2)
+    return ops + np.abs(s) * mean_flush + gamma_flush * q_budget + beta_flush
 
 
 def _batch_norm(x: _Tracked, block: Block, wide: type) -> tuple[_Tracked, _Tracked, _Tracked]:
@@ -191,7 +226,7 @@ def _batch_norm(x: _Tracked, block: Block, wide: type) -> tuple[_Tracked, _Track
     mean: np.ndarray[Any, Any] = block.mean.float64().astype(wide)
     var: np.ndarray[Any, Any] = block.var.float64().astype(wide)
     beta = block.beta.float64().astype(wide) if bn.center else np.zeros(c, dtype=wide)
-    eta = facts.tiny
+    phi = facts.min_normal
 
     with np.errstate(all="ignore"):
         if bn.training:
@@ -204,34 +239,34 @@ def _batch_norm(x: _Tracked, block: Block, wide: type) -> tuple[_Tracked, _Track
             e_mu = (
                 err_in.mean(axis=reduce_axes)
                 + gamma_k(m + 1, facts.u) * x.budget.mean(axis=reduce_axes)
-                + eta
+                + phi
             )
             e_dev = err_in + e_mu.reshape(shape) + facts.u * (np.abs(dev) + err_in + e_mu.reshape(shape))
             e_var = (
                 (2 * np.abs(dev) * e_dev + e_dev * e_dev).mean(axis=reduce_axes)
                 + gamma_k(m + 3, facts.u) * ((np.abs(dev) + e_dev) ** 2).mean(axis=reduce_axes)
-                + eta
+                + phi
             )
             d, s = _bn_scale(block, dtype, wide, var_b)
             margin = d - 2 * e_var
             rho = np.where(margin > 0, e_var / (2 * np.where(margin > 0, margin, 1)), np.inf)
-            rho = rho + 3 * facts.u + eta / np.where(d > 0, d, 1)
+            rho = rho + 3 * facts.u + _denominator_flush(block, dtype, var_b) / np.where(d > 0, d, 1)
             sr = s.reshape(shape)
             center = mu.reshape(shape)
             value = dev * sr + beta.reshape(shape)
             budget = np.abs(sr) * (x.budget + np.abs(center)) + np.abs(beta).reshape(shape)
+            q_hi = (np.abs(dev) + e_dev) / np.sqrt(np.where(d > 0, d, np.inf)).reshape(shape)
             z = (
                 np.abs(sr) * (err_in + e_mu.reshape(shape)) * (1 + rho.reshape(shape))
                 + rho.reshape(shape) * np.abs(sr) * np.abs(dev)
-                + _underflow(eta, sr, block, shape)
+                + _flush(phi, sr, q_hi, block, shape)
             )
             g = gamma_k(BN_ROUNDINGS, facts.u)
             # The batch statistics' partial sums (of x and of squared deviations) must
             # stay in range too, not only the tensors the op returns.
             sum_hi = (np.abs(x.value) + err_in).sum(axis=reduce_axes)
             square_sum_hi = ((np.abs(dev) + e_dev) ** 2).sum(axis=reduce_axes)
-            robust_axis = (d > eta) & (rho < 0.5) & _in_range(sum_hi, facts) & _in_range(square_sum_hi, facts)
-            q_hi = (np.abs(dev) + e_dev) / np.sqrt(np.where(d > 0, d, np.inf)).reshape(shape)
+            robust_axis = (rho < 0.5) & _in_range(sum_hi, facts) & _in_range(square_sum_hi, facts)
             hi = [
                 np.abs(x.value) + err_in,
                 q_hi,
@@ -245,7 +280,7 @@ def _batch_norm(x: _Tracked, block: Block, wide: type) -> tuple[_Tracked, _Track
                 keep * mean + mom * mu,
                 np.abs(keep * mean) + np.abs(mom * mu),
                 gamma_k(3, facts.u),
-                np.abs(mom) * e_mu + 2 * eta,
+                np.abs(mom) * e_mu + 4 * phi,
                 np.asarray(x.robust.all() & _in_range(sum_hi, facts)),
             )
             new_var = _Tracked(
@@ -253,7 +288,7 @@ def _batch_norm(x: _Tracked, block: Block, wide: type) -> tuple[_Tracked, _Track
                 keep * var + mom * var_b,
                 np.abs(keep * var) + np.abs(mom * var_b),
                 gamma_k(3, facts.u),
-                np.abs(mom) * e_var + 2 * eta,
+                np.abs(mom) * e_var + 4 * phi,
                 np.asarray(
                     x.robust.all()
                     & np.isfinite(e_var)
@@ -269,14 +304,16 @@ def _batch_norm(x: _Tracked, block: Block, wide: type) -> tuple[_Tracked, _Track
             value = t * sr + br
             budget = np.abs(sr) * t_budget + np.abs(br)
             g = x.g + gamma_k(BN_ROUNDINGS, facts.u)
-            # eps is taken as TVM rounds it; var + eps may round to a subnormal, a
-            # relative error of up to eta / d in s.
-            rel_s = (eta / np.where(d > 0, d, 1)).reshape(shape)
-            z = np.abs(sr) * x.z + rel_s * np.abs(sr) * t_budget + _underflow(eta, sr, block, shape)
-            robust_axis = d > eta
-            err = g * budget + z
+            # eps is taken as TVM rounds it; flushing may change var + eps by up to
+            # d_flush, a relative error of up to d_flush / d in s (first order: only where
+            # that is at most 1/2 is the denominator robustly away from zero).
+            d_flush = _denominator_flush(block, dtype, var)
+            rel_s = (d_flush / np.where(d > 0, d, 1)).reshape(shape)
             q = t / np.sqrt(np.where(d > 0, d, np.inf)).reshape(shape)
             q_budget = t_budget / np.sqrt(np.where(d > 0, d, np.inf)).reshape(shape)
+            z = np.abs(sr) * x.z + rel_s * np.abs(sr) * t_budget + _flush(phi, sr, q_budget, block, shape)
+            robust_axis = d > 2 * d_flush
+            err = g * budget + z
             hi = [
                 np.abs(t) + SAFETY * (x.g * t_budget + x.z + facts.u * t_budget),
                 np.broadcast_to(d.reshape(shape), t.shape),
@@ -298,23 +335,27 @@ def _batch_norm(x: _Tracked, block: Block, wide: type) -> tuple[_Tracked, _Track
 
 
 def _relu(x: _Tracked) -> _Tracked:
-    return _Tracked(x.dtype, np.maximum(x.value, 0), x.budget, x.g, x.z, x.robust)
+    """``max(x, 0)`` rounds nothing, but may read a subnormal as zero."""
+    phi = dtype_facts(x.dtype).min_normal
+    return _Tracked(x.dtype, np.maximum(x.value, 0), x.budget, x.g, x.z + phi, x.robust)
 
 
 def _clip(x: _Tracked, low: float, high: float) -> _Tracked:
-    """``clip`` moves no value further from another (1-Lipschitz) and rounds nothing."""
-    return _Tracked(x.dtype, np.clip(x.value, low, high), x.budget, x.g, x.z, x.robust)
+    """``clip`` moves no value further from another (1-Lipschitz) and rounds nothing, but
+    may read a subnormal as zero."""
+    phi = dtype_facts(x.dtype).min_normal
+    return _Tracked(x.dtype, np.clip(x.value, low, high), x.budget, x.g, x.z + phi, x.robust)
 
 
 def _add(a: _Tracked, b: _Tracked) -> _Tracked:
-    """``a + b`` (broadcasting) in ``a``'s dtype: one rounding, relative to the budget sum
-    (an addition whose result is subnormal is exact, so no underflow term)."""
+    """``a + b`` (broadcasting) in ``a``'s dtype: one rounding, relative to the budget sum,
+    and a subnormal sum may be flushed to zero (less than the smallest normal)."""
     facts = dtype_facts(a.dtype)
     with np.errstate(all="ignore"):
         value = a.value + b.value
         budget = a.budget + b.budget
         g = max(a.g, b.g) + gamma_k(1, facts.u)
-        z = a.z + b.z
+        z = a.z + b.z + facts.min_normal
         hi = np.abs(value) + SAFETY * (g * budget + z)
         robust = a.robust & b.robust & _in_range(hi, facts)
     return _Tracked(a.dtype, value, budget, g, z, np.asarray(robust))
@@ -347,7 +388,9 @@ def _epilogue(x: _Tracked, case: Case, wide: type) -> _Tracked:
 def _finish(t: _Tracked) -> Expected:
     with np.errstate(all="ignore"):
         ref_u = float(np.finfo(t.value.dtype).eps) / 2
-        bound = SAFETY * t.error() + REFERENCE_ROUNDINGS * ref_u * t.budget
+        # the output as stored, or as read back, may be flushed too
+        stored = dtype_facts(t.dtype).min_normal
+        bound = SAFETY * (t.error() + stored) + REFERENCE_ROUNDINGS * ref_u * t.budget
         # Whatever the op-level checks said: the result itself, widened by its error,
         # must be inside the range.
         robust = t.robust & np.isfinite(t.value) & _in_range(np.abs(t.value) + bound, dtype_facts(t.dtype))

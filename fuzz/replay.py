@@ -27,13 +27,16 @@ __all__ = ["ISOLATED_TIMEOUT", "Replay", "check_entry", "replay", "run_script"]
 ISOLATED_TIMEOUT = 120.0
 
 
-def check_entry(case: Case, pass_name: str, pipeline: Pipeline | None, isolated: bool) -> Checked:
-    """Check a case on a pass (in a pipeline), in a worker process if ``isolated``."""
+def check_entry(
+    case: Case, pass_name: str, pipeline: Pipeline | None, isolated: bool, *, flush: bool = False
+) -> Checked:
+    """Check a case on a pass (in a pipeline), in a worker process if ``isolated``;
+    ``flush``: with subnormals flushed to zero while the fold runs."""
     if not isolated:
-        return check(case, resolve_fold(pass_name), pipeline=pipeline)
+        return check(case, resolve_fold(pass_name), pipeline=pipeline, flush=flush)
     from fuzz.isolate import IsolatedChecker
 
-    with IsolatedChecker(pass_name, timeout=ISOLATED_TIMEOUT) as checker:
+    with IsolatedChecker(pass_name, timeout=ISOLATED_TIMEOUT, flush=flush) as checker:
         return checker(case, pipeline)
 
 
@@ -51,9 +54,10 @@ class Replay:
         return self.expected is None or self.expected == self.status
 
 
-def replay(entry: Entry, pass_name: str) -> Replay:
-    """Check the entry's case on ``pass_name`` (built, run and judged afresh)."""
-    checked = check_entry(entry.case, pass_name, entry.pipeline, entry.isolated)
+def replay(entry: Entry, pass_name: str, *, flush: bool = False) -> Replay:
+    """Check the entry's case on ``pass_name`` (built, run and judged afresh; ``flush``:
+    with subnormals flushed to zero while the fold runs)."""
+    checked = check_entry(entry.case, pass_name, entry.pipeline, entry.isolated, flush=flush)
     status = "passes" if checked.verdict.primary is None else "fails"
     return Replay(pass_name, entry.expect.get(pass_name), status, checked)
 

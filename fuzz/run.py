@@ -266,6 +266,7 @@ def _run_here(config: RunConfig, make_pass: Fold, on_progress: Callable[[Any], N
     from fuzz.campaign_result import Hit, Progress
     from fuzz.compat import tvm_version
     from fuzz.findings import FindingRecord, write_finding
+    from fuzz.fpenv import machine
     from fuzz.storage import file_name
 
     database = None if config.database is None else _open_database(config.database)
@@ -306,6 +307,7 @@ def _run_here(config: RunConfig, make_pass: Fold, on_progress: Callable[[Any], N
                 shrink_seconds=hit.shrink_seconds,
                 hits=hit.hits,
                 attributes=classify(hit.checked.case),
+                machine=machine(hit.checked.flush),
             )
             try:
                 write_finding(config.out, record)  # not written: another worker's case is smaller

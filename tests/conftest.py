@@ -40,6 +40,13 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A nightly test is slow too: ``make check`` (``-m "not slow"``) never runs it."""
+    for item in items:
+        if item.get_closest_marker("nightly") and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def corpus() -> Replays:
     """The shipped corpus, each entry replayed on a pass at most once per session. Tests

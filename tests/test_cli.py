@@ -125,6 +125,9 @@ def test_upstream_run_finds_and_writes_findings(tmp_path: Path, capsys: pytest.C
     assert len(written) == len(summary["findings"])
     record = json.loads(written[0].read_text())
     assert record["case"]["schema"] == SCHEMA_VERSION
+    # the machine it was found on: the CPU that selected the kernels, the flush settings pinned
+    assert record["machine"]["cpu"]["model"] and isinstance(record["machine"]["cpu"]["flags"], list)
+    assert record["machine"]["flush"]["ftz"] is False and record["machine"]["flush"]["daz"] is False
 
 
 def test_identity_judged_as_a_complete_fold_misses_folds(

@@ -19,6 +19,7 @@ torch = pytest.importorskip("torch", reason="the torch backend needs torch: pip 
 from cases import make_case  # noqa: E402
 from hypothesis import Phase, event, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+from script_batch import run_scripts  # noqa: E402
 from test_property import bn_constants_out_of_range  # noqa: E402
 from without_tvm import run_script_without_tvm  # noqa: E402
 
@@ -339,6 +340,23 @@ def test_a_corpus_entry_replays_as_it_expects(path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_every_corpus_entry_s_script_reproduces_with_torch_alone() -> None:
+    """The quick sibling of the test below: every script in one interpreter where neither
+    TVM nor this project can be imported."""
+    entries = {path.name: load_entry(path) for path in TORCH_ENTRIES}
+    runs = run_scripts(
+        {name: render_script(entry) for name, entry in entries.items()},
+        block=("tvm", "tvm_ffi", "fuzz", "strategies"),
+    )
+    for name, entry in entries.items():
+        done = runs[name]
+        assert done.returncode == 1 and "BUG:" in done.stdout, f"{name}:\n{done.stdout}{done.stderr}"
+        issue = issue_of([entry])
+        assert issue.project == "pytorch/pytorch" and at_fault(entry) in issue.body
+
+
+@pytest.mark.slow
+@pytest.mark.nightly  # each in its own interpreter: the batch above is the quick sibling
 @pytest.mark.parametrize("path", TORCH_ENTRIES, ids=[p.name for p in TORCH_ENTRIES])
 def test_a_corpus_entry_s_script_reproduces_with_torch_alone(path: Path, tmp_path: Path) -> None:
     entry = load_entry(path)

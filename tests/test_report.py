@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from replays import ENTRIES, PIPELINE_ENTRIES, ROOT, Replays, ids
+from script_batch import run_scripts
 
 from fuzz.backends import backend_of
 from fuzz.cli import main
@@ -41,7 +42,44 @@ def run_script(text: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+#: Entries whose scripts run in one batch: every one but a crash (it would end the batch).
+BATCHED = [p for p in ENTRIES + PIPELINE_ENTRIES if "crash_" not in p.name]
+#: Entries whose scripts, with the fixed pass in place of TVM's, must say "no bug".
+FIXED_ONES = ["finite-to-nonfinite", "out-of-tolerance_scale=False_", "must-not-fold_training=True_"]
+
+
 @pytest.mark.slow
+def test_every_script_reproduces_its_bug_without_this_project(corpus: Replays) -> None:
+    """The quick sibling of the fresh-process tests below (nightly): every script in one
+    interpreter where ``fuzz`` cannot be imported, and the fixed pass's in another."""
+    runs = run_scripts({str(p): render_script(corpus.entry(p)) for p in BATCHED})
+    for path in BATCHED:
+        done = runs[str(path)]
+        assert done.returncode == 1, f"{path.name}:\n{done.stdout}{done.stderr}"
+        assert "before the pass:" in done.stdout, path.name
+    for path in PIPELINE_ENTRIES:
+        entry = corpus.entry(path)
+        replayed = None if entry.isolated else corpus.replay(path).checked
+        assert render_issue(entry, replayed).startswith("# [Bug][Relax] `")
+    scripts = {
+        name: render_script(load_entry(ROOT / "corpus" / f"{name}.json"), FIXED) for name in FIXED_ONES
+    }
+    for name, done in run_scripts(scripts, block=()).items():
+        assert done.returncode == 0, f"{name}:\n{done.stdout}{done.stderr}"
+        assert done.stdout.rstrip().endswith("no bug: the pass behaves correctly on this graph"), name
+
+
+@pytest.mark.slow
+def test_a_crash_script_dies_of_its_signal_in_a_fresh_process(tmp_path: Path) -> None:
+    for path in PIPELINE_ENTRIES:
+        entry = load_entry(path)
+        if entry.symptom is Symptom.CRASH:
+            done = run_script(render_script(entry), tmp_path)
+            assert done.returncode < 0, done.stdout + done.stderr  # killed by the signal
+
+
+@pytest.mark.slow
+@pytest.mark.nightly  # the batch above is its quick sibling
 @pytest.mark.parametrize("path", ENTRIES, ids=ids(ENTRIES))
 def test_script_reproduces_the_bug_in_a_fresh_process(path: Path, tmp_path: Path) -> None:
     done = run_script(render_script(load_entry(path)), tmp_path)
@@ -50,6 +88,7 @@ def test_script_reproduces_the_bug_in_a_fresh_process(path: Path, tmp_path: Path
 
 
 @pytest.mark.slow
+@pytest.mark.nightly  # the batch above is its quick sibling
 @pytest.mark.parametrize("path", PIPELINE_ENTRIES, ids=ids(PIPELINE_ENTRIES))
 def test_pipeline_script_reproduces_the_bug_in_a_fresh_process(
     path: Path, tmp_path: Path, corpus: Replays
@@ -66,9 +105,8 @@ def test_pipeline_script_reproduces_the_bug_in_a_fresh_process(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "name", ["finite-to-nonfinite", "out-of-tolerance_scale=False_", "must-not-fold_training=True_"]
-)
+@pytest.mark.nightly  # the batch above is its quick sibling
+@pytest.mark.parametrize("name", FIXED_ONES)
 def test_script_exits_0_once_the_pass_is_fixed(name: str, tmp_path: Path) -> None:
     done = run_script(render_script(load_entry(ROOT / "corpus" / f"{name}.json"), FIXED), tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr

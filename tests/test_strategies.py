@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, find, given, settings
+from hypothesis import HealthCheck, find, given, seed, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
@@ -656,13 +656,18 @@ def test_case_batches_keep_data_constant_under_cancelling_weights(batch: tuple[C
                 assert in_class(t.values, t.dtype, Magnitude.CANCELLING, allow_negative=name != "var")
 
 
+#: Hypothesis mixes constants from the modules loaded so far into its draws, so which
+#: classes a fixed number of examples sees depends on the tests that ran before in the
+#: process (400 examples missed the mean's CANCELLING after some, SUBNORMAL after others).
+#: Up to three rounds of 400 with their own seeds: a class still missing is not drawn.
+BATCH_EXAMPLES, BATCH_ROUNDS = 400, 3
+
+
 def test_case_batches_vary_the_values_and_every_class() -> None:
     sizes: set[int] = set()
     differing = 0
     seen: set[tuple[str, ...]] = set()
 
-    @MANY
-    @given(case_batches(max_size=4))
     def record(batch: tuple[Case, ...]) -> None:
         nonlocal differing
         sizes.add(len(batch))
@@ -670,12 +675,20 @@ def test_case_batches_vary_the_values_and_every_class() -> None:
         for case in batch[1:]:  # the re-drawn value sets alone
             seen.update(f for f in features(case) if f[0].startswith(("magnitude", "cancelling")))
 
-    record()
-    assert sizes == {1, 2, 3, 4}
-    assert differing > 0.25 * 400
     # every class in every role but the conv bias (drawn for a few structures only: its
     # classes are covered by test_cases_cover_every_option)
     wanted = {f for f in EXPECTED if f[0].startswith(("magnitude", "cancelling")) and f[1:2] != ("bias",)}
+    for round_ in range(BATCH_ROUNDS):
+        seed(round_)(
+            settings(MANY, max_examples=BATCH_EXAMPLES, derandomize=False)(
+                given(case_batches(max_size=4))(record)
+            )
+        )()
+        if round_ == 0:
+            assert sizes == {1, 2, 3, 4}
+            assert differing > 0.25 * BATCH_EXAMPLES
+        if wanted <= seen:
+            break
     assert wanted - seen == set()
 
 

@@ -35,6 +35,7 @@ from hypothesis.strategies import SearchStrategy
 import strategies
 from fuzz.case import ONNX_TOPOLOGIES, Case, Importer, OnnxForm
 from fuzz.errors import BnfuzzError, UsageError
+from fuzz.fpenv import register_threads
 from fuzz.onnx_graph import min_ir_versions, newest_opset, onnx_graph, onnx_model
 from fuzz.pipeline import Pipeline
 from fuzz.results import Execution, Failure, Outputs, Stage
@@ -64,6 +65,10 @@ LEVELS: dict[str, Any] = {
 }
 #: The level of every unfolded run (and of a model tool's output).
 DISABLE_ALL = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+#: Intra-op threads of every session: one, the calling thread, so every run gives the same
+#: bits and the kernels obey the flush settings the check pins (fuzz.fpenv).
+THREADS = 1
+register_threads("onnxruntime", lambda: THREADS)
 #: The dtypes the CPU execution provider has a Conv for (no float64 Conv kernel; float16
 #: runs through inserted casts to float32).
 DTYPES = ("float32", "float16")
@@ -123,7 +128,7 @@ def session(model: bytes, level: Any, optimized: Path | None = None) -> Any:
     every run), errors only in its log; ``optimized``: where to write the optimized model."""
     options = ort.SessionOptions()
     options.graph_optimization_level = level
-    options.intra_op_num_threads = 1
+    options.intra_op_num_threads = THREADS
     options.log_severity_level = 4  # fatal only: a failure comes back as an exception
     if optimized is not None:
         options.optimized_model_filepath = str(optimized)

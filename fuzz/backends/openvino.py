@@ -33,6 +33,7 @@ import openvino as ov
 from fuzz.backends import OPENVINO_CONFIG
 from fuzz.backends.onnxruntime import Folded, FoldFailed, OnnxFold
 from fuzz.errors import UsageError
+from fuzz.fpenv import register_threads
 from fuzz.onnx_graph import caller_inputs
 from fuzz.results import Stage
 
@@ -40,6 +41,7 @@ __all__ = ["CONFIG", "OpenVinoFold", "resolve"]
 
 #: The compile settings beyond OpenVINO's defaults (see the module docstring).
 CONFIG = OPENVINO_CONFIG
+register_threads("openvino", lambda: int(CONFIG["INFERENCE_NUM_THREADS"]))
 #: Layer types of the compiled graph that mean a batch norm was not folded into its conv.
 UNFOLDED_LAYERS = frozenset({"BatchNormalization", "BatchNormInference", "Eltwise", "MVN"})
 

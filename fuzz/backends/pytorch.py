@@ -38,6 +38,7 @@ from torch._dynamo.utils import counters
 import strategies
 from fuzz.case import TORCH_TOPOLOGIES, Case, Importer, Tensor, Topology, np_dtype
 from fuzz.errors import BnfuzzError, UsageError
+from fuzz.fpenv import register_threads
 from fuzz.pipeline import Pipeline
 from fuzz.results import Execution, Failure, Outputs, Stage
 from fuzz.torch_model import FOLDS, TorchModel, fold_source, torch_model
@@ -57,8 +58,10 @@ TORCH_DTYPES: dict[str, torch.dtype] = {
 
 
 # One thread: these tensors are tiny (more threads only contend, several times slower on two
-# cores), and every run gives the same bits.
+# cores), every run gives the same bits, and the kernels run on the calling thread, whose
+# flush settings the check pins (fuzz.fpenv).
 torch.set_num_threads(1)
+register_threads("torch", torch.get_num_threads)
 
 
 class TorchRejects(BnfuzzError, ValueError):
@@ -174,6 +177,8 @@ class TorchFold:
             raise UsageError("pipelines are TVM's: --pipelines needs a TVM pass")
         if case.form.importer is not Importer.TORCH:
             raise TorchRejects("the torch backend takes a case of the PyTorch form only")
+        if torch.get_num_threads() != 1:  # changed by other code in this process since import
+            torch.set_num_threads(1)
         model = torch_model(case)
         module, inputs = materialise(model)
         before = {"conv2d": _convolutions(module), "batch_norm": _batch_norms(module)}

@@ -73,6 +73,12 @@ def add_parsers(sub: Any) -> None:
         help="also render each entry's reproducer script and run it in a fresh Python process: it "
         "must fail (exit non-zero, or die of a signal) while the entry's pass still fails",
     )
+    replay.add_argument(
+        "--flush-denormals",
+        action="store_true",
+        help="run the folds with subnormal numbers flushed to zero (FTZ and DAZ, as "
+        "torch.set_flush_denormal(True) sets them; x86-64 only): a verdict must not change with it",
+    )
     render = sub.add_parser(
         "render",
         help="print a corpus entry as a standalone reproducer script or as a GitHub issue",
@@ -136,11 +142,13 @@ def _promote(args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     from fuzz.corpus import EntryError
+    from fuzz.fpenv import FlushUnsupported, machine, machine_differences
     from fuzz.promote import read_as_entry
     from fuzz.replay import replay, run_script
 
     if args.pass_name is not None:
         resolve(args.pass_name)
+    here: dict[str, Any] | None = None
     bad = unexpected = 0
     for path in entry_files(args.paths):
         try:
@@ -150,11 +158,23 @@ def _replay(args: argparse.Namespace) -> int:
             bad += 1
             continue
         for name in [args.pass_name] if args.pass_name else sorted(entry.expect):
-            result = replay(entry, name)
+            try:
+                result = replay(entry, name, flush=args.flush_denormals)
+            except FlushUnsupported as exc:
+                raise UsageError(f"--flush-denormals: {exc}") from None
             unexpected += not result.as_expected
             mark = "ok  " if result.as_expected else "FAIL"
             wanted = f"expected {result.expected}" if result.expected else "no expectation"
             print(f"{mark} {path} on {name}: {result.status} ({wanted})")
+            if not result.as_expected:
+                here = here or machine(result.checked.flush)
+                recorded = entry.provenance.get("machine")
+                differs = machine_differences(recorded, here)
+                if recorded and differs:
+                    what = "does not reproduce" if result.expected == "fails" else "fails"
+                    print(f"     {what} on this CPU; the entry was measured on another machine:")
+                for line in differs:
+                    print(f"     {line}")
         if args.scripts:
             code = run_script(entry)
             expected_code = entry.expect.get(entry.pass_name) == "fails"
