@@ -24,6 +24,8 @@ module is what the case says, not a normalised version of it.
 
 from __future__ import annotations
 
+import contextlib
+import io
 from collections import OrderedDict
 from typing import Any, Generic, TypeVar
 
@@ -34,7 +36,7 @@ from tvm import relax
 from fuzz.attributes import classify
 from fuzz.case import OPERANDS, Case, Importer, Tensor
 from fuzz.compat import VISIT_CONSTANT, TensorType, constant_tensor, to_device, type_of, var_name
-from fuzz.errors import BnfuzzError
+from fuzz.errors import CaseOutsideBackend
 from fuzz.onnx_graph import onnx_model
 from fuzz.program import Binding, Function, named_tensors, program
 from fuzz.program import parameter_names as program_parameters
@@ -65,7 +67,7 @@ FUNCTION_NAME = "main"
 DATA_NAME = "x"
 
 
-class ModuleError(BnfuzzError, ValueError):
+class ModuleError(CaseOutsideBackend):
     """TVM rejected the module a case describes, while constructing it (no pass involved).
 
     The case is invalid for TVM (for example batch_norm operands whose dtype differs
@@ -388,8 +390,10 @@ def import_onnx(case: Case) -> tvm.IRModule:
     from tvm.relax.frontend.onnx import from_onnx
 
     model = onnx_model(case)
+    said = io.StringIO()  # the frontend prints the operator it failed on: kept out of our output
     try:
-        return from_onnx(model)
+        with contextlib.redirect_stdout(said):
+            return from_onnx(model)
     except Exception as exc:
         raise ModuleError(
             f"TVM's ONNX frontend rejects the model for this case ({classify(case)}): "

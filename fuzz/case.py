@@ -22,6 +22,7 @@ import ml_dtypes
 import numpy as np
 
 from fuzz.errors import BnfuzzError
+from fuzz.fpenv import keeps_subnormals
 
 __all__ = [
     "DATA_LAYOUTS",
@@ -293,11 +294,13 @@ class Tensor:
             )
 
     @classmethod
+    @keeps_subnormals
     def from_numpy(cls, array: np.ndarray[Any, Any], dtype: str) -> Tensor:
         with np.errstate(over="ignore"):  # values beyond the dtype's range become inf here
             exact = np.asarray(array).astype(np_dtype(dtype))
         return cls(dtype, tuple(exact.shape), tuple(float(v) for v in exact.astype(np.float64).ravel()))
 
+    @keeps_subnormals
     def numpy(self) -> np.ndarray[Any, Any]:
         """The values as an array of this tensor's own dtype (exact)."""
         return np.array(self.values, dtype=np.float64).reshape(self.shape).astype(np_dtype(self.dtype))

@@ -12,7 +12,7 @@ one line on standard error and :data:`EXIT_ERROR`, in one place (``fuzz.cli.main
 
 from __future__ import annotations
 
-__all__ = ["EXIT_ERROR", "BnfuzzError", "UsageError"]
+__all__ = ["EXIT_ERROR", "BnfuzzError", "CaseOutsideBackend", "UsageError"]
 
 #: The exit code of ``bnfuzz`` for a :class:`BnfuzzError` (and for bad arguments).
 EXIT_ERROR = 2
@@ -31,6 +31,13 @@ class BnfuzzError(Exception):
         self.detail = detail
         self.field = field
         self.where = where
+
+
+class CaseOutsideBackend(BnfuzzError, ValueError):
+    """A fold's framework cannot express or run a case even unfolded (TVM's frontend
+    rejects the model, PyTorch or ONNX Runtime cannot run the unfolded program): the case
+    is outside that backend, which says nothing about its fold. Each backend raises its
+    own subclass, with the framework's reason."""
 
 
 class UsageError(BnfuzzError):

@@ -11,6 +11,9 @@ this module makes the rest of a check independent of them too:
 * :func:`pinned` sets the flush bits for the duration of a check (off by default, as a
   fresh process has them) and restores the caller's afterwards: a verdict never depends
   on what else ran in the process, and the oracle's own NumPy arithmetic never flushes;
+  :func:`keeps_subnormals` does the same for a function (the conversions of a case's
+  values, the reference, the oracle, the renderers and the command line: whatever the
+  process has set, a float32 subnormal stays what it is there);
 * :func:`machine` describes the CPU (model and the instruction-set flags that select
   kernels), the flush bits and the thread counts, for every finding's and entry's
   provenance; :func:`machine_differences` says how two such records differ, so a replay
@@ -26,12 +29,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import mmap
 import os
 import platform
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from fuzz.errors import BnfuzzError
 
@@ -40,6 +44,7 @@ __all__ = [
     "FlushUnsupported",
     "cpu",
     "flush_state",
+    "keeps_subnormals",
     "machine",
     "machine_differences",
     "pinned",
@@ -162,6 +167,22 @@ def pinned(flush: bool = False) -> Iterator[dict[str, Any]]:
         yield flush_state()
     finally:
         _write_mxcsr(saved)
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def keeps_subnormals(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """``function`` run with subnormals kept (:func:`pinned` with ``flush=False``), the
+    caller's flush settings restored after it."""
+
+    @functools.wraps(function)
+    def pinned_call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with pinned():
+            return function(*args, **kwargs)
+
+    return pinned_call
 
 
 def _cpuinfo() -> dict[str, str]:

@@ -44,6 +44,7 @@ import numpy as np
 
 from fuzz.case import Case
 from fuzz.decline import Decline, block_reasons
+from fuzz.fpenv import keeps_subnormals
 from fuzz.reference import Expected, Reference
 from fuzz.results import Execution, Failure, Outputs, Stage
 
@@ -256,6 +257,7 @@ def _compare(
     return pass_findings, lowering, worst
 
 
+@keeps_subnormals
 def judge(
     case: Case,
     execution: Execution,
@@ -387,6 +389,7 @@ def _idempotence(execution: Execution) -> list[Finding]:
     return []
 
 
+@keeps_subnormals
 def within_bound(reference: Reference, folded: Outputs) -> bool:
     """Whether the folded outputs alone clear every numeric rule of :func:`judge`: the
     declared dtypes and shapes, finite wherever the reference calls an element robust,

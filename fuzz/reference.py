@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from fuzz.case import Block, Case, Epilogue, Topology, kernel_to_oihw, np_dtype
+from fuzz.fpenv import keeps_subnormals
 from fuzz.numerics import DtypeFacts, conv2d_nchw, dtype_facts, epsilon_dtype, gamma_k
 
 __all__ = [
@@ -405,6 +406,7 @@ def _finish(t: _Tracked) -> Expected:
     )
 
 
+@keeps_subnormals
 def reference(case: Case) -> Reference:
     """The exact outputs of ``case`` and the error bounds of a correct program."""
     wide = _wide(case)

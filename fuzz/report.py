@@ -23,6 +23,7 @@ from fuzz.causes import cause_of, root_cause
 from fuzz.check import Checked, check
 from fuzz.corpus import Entry
 from fuzz.decline import block_reasons
+from fuzz.fpenv import keeps_subnormals
 from fuzz.issue import Issue
 from fuzz.minimize import minimality
 from fuzz.openvino_issue import openvino_issue
@@ -149,6 +150,7 @@ def _cause_section(entry: Entry) -> list[str]:
     return ["### Where it goes wrong", "", *_upstream_line(cause.snippet), cause.text, ""]
 
 
+@keeps_subnormals
 def render_issue(entry: Entry, checked: Checked | None = None) -> str:
     """A GitHub issue for ``entry`` in the shape TVM maintainers receive (title line first).
     ``checked``: the entry's case already checked on its own pass (a replay), if the caller
@@ -156,6 +158,7 @@ def render_issue(entry: Entry, checked: Checked | None = None) -> str:
     return issue_of([entry], {entry.signature: checked} if checked is not None else None).text
 
 
+@keeps_subnormals
 def issues(entries: Sequence[Entry]) -> list[Issue]:
     """One issue per root cause (:func:`fuzz.causes.root_cause`), in the order the causes
     first appear; an issue of several entries lists each as a variant."""
@@ -176,6 +179,7 @@ def _attributes(entry: Entry, skip: tuple[str, ...] = ()) -> str:
     return ", ".join(f"{k}={v}" for k, v in attrs if ATTRIBUTE_DEFAULTS[k] != v and k not in skip)
 
 
+@keeps_subnormals
 def issue_of(entries: Sequence[Entry], checked: Mapping[str, Checked | None] | None = None) -> Issue:
     """The issue for entries of one root cause (one entry: its own issue). ``checked``:
     replays already at hand, by signature."""

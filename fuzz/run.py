@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fuzz.backends import backend_of
+from fuzz.backends import BACKENDS, backend_of
 from fuzz.errors import UsageError
 from fuzz.native_log import NativeLog
 
@@ -74,10 +74,11 @@ class RunConfig:
     @property
     def isolated(self) -> bool:
         """Checked in a worker process: asked for, or by default with pipelines (TVM's
-        neighbour passes segfault) and for PyTorch's folds (oneDNN's convolutions do)."""
+        neighbour passes segfault) and for every backend whose registry row says why
+        (:class:`fuzz.backends.Backend`: native code that can crash)."""
         if self.isolate is not None:
             return self.isolate
-        return self.pipelines or backend_of(self.pass_name) == "torch"
+        return self.pipelines or bool(BACKENDS[backend_of(self.pass_name)].isolated_because)
 
     @property
     def judges_lowering(self) -> bool:

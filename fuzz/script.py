@@ -22,6 +22,7 @@ from __future__ import annotations
 from fuzz.backends import MODEL_TOOLS, backend_of
 from fuzz.case import Case, Importer
 from fuzz.corpus import Entry
+from fuzz.fpenv import keeps_subnormals
 from fuzz.openvino_script import render_openvino_script
 from fuzz.oracle import Symptom
 from fuzz.ort_script import render_ort_script
@@ -265,6 +266,7 @@ def _subject(entry: Entry) -> str:
     return "tvm.relax.transform.FoldBatchnormToConv2D" if entry.pipeline is None else pipeline_text(entry)
 
 
+@keeps_subnormals
 def render_script(entry: Entry, pass_expression: str | None = None) -> str:
     """A standalone reproducer for ``entry``; see the module docstring (an entry found
     against ONNX Runtime: :func:`fuzz.ort_script.render_ort_script`).

@@ -48,7 +48,7 @@ def test_help_explains_every_option() -> None:
         ),
         ("effectiveness", ["--pass", "--rounds", "--number", "--json"]),
         ("promote", ["FINDING", "--corpus", "--passes"]),
-        ("replay", ["PATH", "--pass", "--scripts"]),
+        ("replay", ["PATH", "--pass", "--scripts", "--flush-denormals", "n/a"]),
         ("render", ["PATH", "--script", "--issue"]),
         ("triage", ["PATH"]),
         ("file-issues", ["PATH", "--repo", "--apply", "--api"]),

@@ -153,3 +153,26 @@ def test_the_accumulation_entry_overflows_inside_the_conv_with_finite_folded_wei
     assert np.all(np.isfinite(reference(case).outputs[0].value)), "the unfolded result is finite"
     sums = conv2d_nchw(np.abs(case.data.float64()), np.abs(folded), block.conv)
     assert sums.max() > f32_max, "the folded conv's products pass the float32 maximum"
+
+
+@pytest.mark.slow  # the whole shipped corpus on three passes
+@pytest.mark.parametrize("name", ["fixed", "upstream", "onnxruntime:basic"])
+def test_the_whole_corpus_replays_on_one_pass_and_lists_what_does_not_apply(
+    name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from fuzz.cli import main
+
+    assert main(["replay", str(CORPUS), "--pass", name]) == 0
+    out = capsys.readouterr().out.splitlines()
+    lines = [line for line in out if line.startswith(("ok  ", "FAIL", "n/a "))]
+    assert len(lines) == len(list(CORPUS.rglob("*.json")))  # one line per entry, none skipped
+    outside = [line for line in lines if line.startswith("n/a ")]
+    assert all("the case is outside this fold's backend (" in line for line in outside)
+    assert (
+        out[-1].endswith(f"{len(outside)} not applicable (the case is outside the fold's backend)")
+        or not outside
+    )
+    if name == "onnxruntime:basic":  # TVM's own cases are not ONNX models
+        assert any("/out-of-tolerance.json on onnxruntime:basic" in line for line in outside)
+    if name == "fixed":  # an ONNX model TVM's frontend rejects (per-position statistics)
+        assert any("spatial=per-position" in line and "frontend rejects" in line for line in outside)

@@ -7,7 +7,10 @@ records the machine, so a replay elsewhere can say why it differs."""
 from __future__ import annotations
 
 import json
+import os
 import platform
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -263,3 +266,37 @@ def test_replay_says_an_entry_does_not_reproduce_on_this_cpu(
     assert "does not reproduce on this CPU; the entry was measured on another machine:" in out
     assert "recorded CPU: Some Other CPU (x86_64; avx512_bf16 amx_bf16)" in out
     assert f"this CPU:     {machine()['cpu']['model']}" in out
+
+
+@needs_x86
+@pytest.mark.slow  # a fresh interpreter that imports torch
+def test_the_flush_tool_flushes_every_process_it_starts_in() -> None:
+    pytest.importorskip("torch")
+    tool = Path(__file__).resolve().parent.parent / "tools" / "flush-denormal"
+    code = "import json; from fuzz.fpenv import flush_state; print(json.dumps(flush_state()))"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(tool)},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    state = json.loads(done.stdout)
+    assert state["ftz"] is True and state["daz"] is True
+
+
+@needs_x86
+def test_the_library_keeps_subnormals_in_a_process_that_flushes() -> None:
+    from fuzz.case import Tensor
+
+    bits = np.array([1e-40]).astype(np.float32).view(np.uint32)[0]  # a subnormal, kept
+    assert bits != 0
+    with pinned(flush=True):  # the process state torch.set_flush_denormal(True) leaves
+        assert np.array([1e-40]).astype(np.float32).view(np.uint32)[0] == 0  # NumPy flushes
+        tensor = Tensor.from_numpy(np.array([1e-40]), "float32")
+        assert tensor.values[0] != 0.0
+        assert tensor.numpy().view(np.uint32)[0] == bits
+        case = make_case(dtype="float32", **ONE, values=SUBNORMAL_BIAS)
+        assert float(reference(case).outputs[0].value.ravel()[0]) == SUBNORMAL_BIAS["beta"]
+        assert flush_state()["ftz"]  # and the caller's setting is left as it was

@@ -49,6 +49,7 @@ def test_the_makefile_runs_the_command_the_walk_stands_in_for() -> None:
     assert "bnfuzz run --pass upstream --budget $(BUDGET) --out findings" in recipe
 
 
+@pytest.mark.nightly  # 45 s of CPU; each command it walks through has its own test in make test
 def test_the_quick_start_from_a_fresh_folder(tmp_path: Path) -> None:
     commands = quick_start()
     assert [c.split()[1] for c in commands] == ["triage", "render", "promote", "file-issues"]

@@ -72,3 +72,18 @@ def test_one_process_and_merged_workers_give_the_same_keys() -> None:
     )
     assert two["cache"] == {"structures": 4, "hits": 16, "lookups": 20, "hit_rate": 0.8}
     assert [w["seed"] for w in two["per_worker"]] == [0, 1]
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["onnxruntime:basic", "onnxoptimizer", "onnxslim", "onnxsim", "openvino", "torch:fx", "torch:inductor"],
+)
+def test_a_backend_with_native_code_checks_in_a_worker_by_default(name: str) -> None:
+    assert RunConfig(name).isolated
+    assert not RunConfig(name, isolate=False).isolated  # --no-isolate: in process
+
+
+def test_tvm_s_pass_alone_checks_in_process_and_its_pipelines_in_a_worker() -> None:
+    assert not RunConfig("upstream").isolated and not RunConfig("fixed").isolated
+    assert RunConfig("upstream", pipelines=True).isolated
+    assert RunConfig("upstream", isolate=True).isolated

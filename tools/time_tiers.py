@@ -6,14 +6,19 @@ fuzzing campaign runs beside them.
     python tools/time_tiers.py --check-runs 0 --ci-runs 1
     python tools/time_tiers.py --check-runs 0 --ci-runs 3 \\
         --beside "bnfuzz run --pass upstream --budget 900"
+    python tools/time_tiers.py --check-runs 0 --ci-runs 3 --fresh   # each in its own clone
+    python tools/time_tiers.py --flush-denormal                      # every process flushes
 
 The clone is of the committed HEAD of this repository, in a temporary folder (removed
 afterwards unless ``--keep``). ``make check`` runs after ``make setup``, so its times do
 not include installing; the first of them starts with empty ruff and mypy caches. Each
-``.ci/run`` after the first reuses the clone's ``.venv`` (the first installs it). A
+``.ci/run`` after the first reuses the clone's ``.venv`` (the first installs it), unless
+``--fresh``: then each runs in a clone of its own, setup included, as CI does. A
 ``--beside`` command runs from the clone's ``.venv/bin`` for as long as the timed runs
-last, started again whenever it ends. Prints one line per run and the median per tier;
-exits 1 if any timed run failed.
+last, started again whenever it ends. ``--flush-denormal`` puts the clone's
+``tools/flush-denormal`` on ``PYTHONPATH``: every Python process the runs start flushes
+subnormals to zero, as ``torch.set_flush_denormal(True)`` leaves one. Prints one line per
+run and the median per tier; exits 1 if any timed run failed.
 """
 
 from __future__ import annotations
@@ -87,6 +92,16 @@ def run_tier(
     return results
 
 
+def fresh_clone(target: Path) -> Path:
+    """A clone of this repository's committed HEAD at ``target``."""
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(target)], check=True)
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=target, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    print(f"fresh clone of {head} in {target}", flush=True)
+    return target
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -97,18 +112,22 @@ def main() -> int:
     )
     parser.add_argument("--beside", metavar="COMMAND", help="a command from .venv/bin to keep running beside")
     parser.add_argument("--keep", action="store_true", help="keep the clone and its logs")
+    parser.add_argument("--fresh", action="store_true", help="each .ci/run in a fresh clone of its own")
+    parser.add_argument(
+        "--flush-denormal",
+        action="store_true",
+        help="every Python process flushes subnormals (the clone's tools/flush-denormal on PYTHONPATH)",
+    )
     args = parser.parse_args()
     if args.check_runs < 0 or args.ci_runs < 0:
         parser.error("--check-runs and --ci-runs must be zero or positive")
 
     folder = Path(tempfile.mkdtemp(prefix="bnfuzz-tiers-"))
-    clone = folder / "clone"
-    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
-    head = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=clone, capture_output=True, text=True, check=True
-    ).stdout.strip()
-    print(f"fresh clone of {head} in {clone}", flush=True)
-    env = {k: v for k, v in os.environ.items() if k not in ("CI", "HYPOTHESIS_PROFILE")}
+    clone = fresh_clone(folder / "clone")
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "HYPOTHESIS_PROFILE", "PYTHONPATH")}
+    if args.flush_denormal:
+        env["PYTHONPATH"] = str(clone / "tools" / "flush-denormal")
+        print(f"every process flushes subnormals: PYTHONPATH={env['PYTHONPATH']}", flush=True)
     failed = False
     try:
         if args.check_runs:
@@ -124,7 +143,19 @@ def main() -> int:
                 if not (clone / ".venv" / "bin").is_dir():  # the first .ci/run installs it
                     subprocess.run(["make", "setup"], cwd=clone, env=env, check=True, capture_output=True)
             ci_env = env | {"CI": "true"}
-            results = run_tier("ci", ["bash", ".ci/run"], args.ci_runs, clone, ci_env, beside)
+            if args.fresh:  # a clone per run: setup included in every time, as on CI
+                results = []
+                for k in range(args.ci_runs):
+                    own = clone if k == 0 else fresh_clone(folder / f"clone-{k + 1}")
+                    own_env = ci_env | (
+                        {"PYTHONPATH": str(own / "tools" / "flush-denormal")} if args.flush_denormal else {}
+                    )
+                    results += run_tier(f"ci (clone {k + 1})", ["bash", ".ci/run"], 1, own, own_env, beside)
+                if results:
+                    median = statistics.median(s for s, _ in results)
+                    print(f"ci: median {median:.1f} s of {len(results)} fresh clones", flush=True)
+            else:
+                results = run_tier("ci", ["bash", ".ci/run"], args.ci_runs, clone, ci_env, beside)
             failed |= any(code for _, code in results)
             if beside is not None:
                 beside.stop()

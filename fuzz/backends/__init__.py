@@ -38,6 +38,7 @@ __all__ = [
     "BACKENDS",
     "MODEL_TOOLS",
     "OPENVINO_CONFIG",
+    "Backend",
     "BackendMissing",
     "Fold",
     "ModelTool",
@@ -201,14 +202,36 @@ MODEL_TOOLS: dict[str, ModelTool] = {
 #: reproducer scripts compile with the same.
 OPENVINO_CONFIG: dict[str, Any] = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": 1}
 
-#: Backend name -> (its module, the extra of this project that installs its framework).
-#: Names of TVM, the first backend, carry no prefix.
-BACKENDS: dict[str, tuple[str, str]] = {
-    "tvm": ("fuzz.backends.tvm", "test"),
-    "onnxruntime": ("fuzz.backends.onnxruntime", "onnxruntime"),
-    **{name: ("fuzz.backends.onnx_tools", "onnx-tools") for name in MODEL_TOOLS},
-    "openvino": ("fuzz.backends.openvino", "openvino"),
-    "torch": ("fuzz.backends.pytorch", "torch"),
+
+@dataclass(frozen=True)
+class Backend:
+    """A row of the registry: where a backend's code is, what installs its framework, and
+    whether its campaigns check in a worker process by default."""
+
+    #: the module that resolves its fold names
+    module: str
+    #: the extra of this project that installs its framework
+    extra: str
+    #: why its campaigns check in a worker by default (``bnfuzz run --isolate``: a native
+    #: crash becomes a finding instead of the end of the campaign), or "" for in process
+    isolated_because: str = ""
+
+
+#: What makes a backend's campaigns check in a worker by default: C++ that can crash.
+_NATIVE = "its fold or runtime is native code, which can crash the process"
+
+#: Backend name -> its row. Names of TVM, the first backend, carry no prefix; its Python
+#: pass runs in process (its pipelines of native passes are isolated: fuzz.run).
+BACKENDS: dict[str, Backend] = {
+    "tvm": Backend("fuzz.backends.tvm", "test"),
+    "onnxruntime": Backend("fuzz.backends.onnxruntime", "onnxruntime", _NATIVE),
+    **{name: Backend("fuzz.backends.onnx_tools", "onnx-tools", _NATIVE) for name in MODEL_TOOLS},
+    "openvino": Backend(
+        "fuzz.backends.openvino", "openvino", _NATIVE + " (a campaign of its died of a segfault)"
+    ),
+    "torch": Backend(
+        "fuzz.backends.pytorch", "torch", _NATIVE + " (oneDNN's eager convolution was seen to segfault)"
+    ),
 }
 
 
@@ -227,7 +250,7 @@ def backend_of(name: str) -> str:
 
 
 def _module(backend: str) -> Any:
-    module_name, extra = BACKENDS[backend]
+    module_name, extra = BACKENDS[backend].module, BACKENDS[backend].extra
     try:
         return importlib.import_module(module_name)
     except ImportError as exc:

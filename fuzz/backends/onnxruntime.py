@@ -34,7 +34,7 @@ from hypothesis.strategies import SearchStrategy
 
 import strategies
 from fuzz.case import ONNX_TOPOLOGIES, Case, Importer, OnnxForm
-from fuzz.errors import BnfuzzError, UsageError
+from fuzz.errors import CaseOutsideBackend, UsageError
 from fuzz.fpenv import register_threads
 from fuzz.onnx_graph import min_ir_versions, newest_opset, onnx_graph, onnx_model
 from fuzz.pipeline import Pipeline
@@ -85,7 +85,7 @@ OP_NAMES = {
 }
 
 
-class RuntimeRejects(BnfuzzError, ValueError):
+class RuntimeRejects(CaseOutsideBackend):
     """ONNX Runtime cannot run the case even unfolded: the case is outside this backend."""
 
 
@@ -199,7 +199,7 @@ class OnnxFold:
         not apply (each fold runs once); ``unchanged=False`` runs nothing where the fold left
         the graph's operators as they were."""
         if pipeline is not None:
-            raise UsageError("pipelines are TVM's: --pipelines needs a TVM pass")
+            raise CaseOutsideBackend("pipelines are TVM's: --pipelines needs a TVM pass")
         if case.form.importer is not Importer.ONNX:
             raise RuntimeRejects(f"{self.backend} takes a case of the ONNX form only")
         model = onnx_model(case)

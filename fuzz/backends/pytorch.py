@@ -37,7 +37,7 @@ from torch._dynamo.utils import counters
 
 import strategies
 from fuzz.case import TORCH_TOPOLOGIES, Case, Importer, Tensor, Topology, np_dtype
-from fuzz.errors import BnfuzzError, UsageError
+from fuzz.errors import CaseOutsideBackend, UsageError
 from fuzz.fpenv import register_threads
 from fuzz.pipeline import Pipeline
 from fuzz.results import Execution, Failure, Outputs, Stage
@@ -64,7 +64,7 @@ torch.set_num_threads(1)
 register_threads("torch", torch.get_num_threads)
 
 
-class TorchRejects(BnfuzzError, ValueError):
+class TorchRejects(CaseOutsideBackend):
     """PyTorch cannot run the case even unfolded: the case is outside this backend."""
 
 
@@ -174,7 +174,7 @@ class TorchFold:
         not apply (each fold runs once); ``unchanged=False`` runs nothing where the fold left
         the module's batch norms and convolutions as they were."""
         if pipeline is not None:
-            raise UsageError("pipelines are TVM's: --pipelines needs a TVM pass")
+            raise CaseOutsideBackend("pipelines are TVM's: --pipelines needs a TVM pass")
         if case.form.importer is not Importer.TORCH:
             raise TorchRejects("the torch backend takes a case of the PyTorch form only")
         if torch.get_num_threads() != 1:  # changed by other code in this process since import

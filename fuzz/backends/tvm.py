@@ -29,6 +29,7 @@ import strategies
 from fuzz.build import build_module
 from fuzz.case import ONNX_DTYPES, ONNX_TOPOLOGIES, Case, Importer
 from fuzz.compat import structural_equal, tvm_version
+from fuzz.errors import CaseOutsideBackend
 from fuzz.execute import execute
 from fuzz.onnx_graph import min_ir_versions, newest_opset
 from fuzz.passes import PassFactory, ResolvedPass, resolve_pass
@@ -65,6 +66,10 @@ class TvmFold:
         unchanged: bool = True,
         baseline_needed: Callable[[Outputs], bool] | None = None,
     ) -> Execution:
+        if case.form.importer is Importer.TORCH:
+            raise CaseOutsideBackend(
+                "TVM's passes take a Relax module or an ONNX model; a PyTorch module is not imported"
+            )
         if pipeline is None:
             return execute(
                 case,

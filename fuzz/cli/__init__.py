@@ -19,6 +19,7 @@ from collections.abc import Callable
 from fuzz.cli import bench, effectiveness, entries, run, upstream
 from fuzz.cli.common import require_tvm
 from fuzz.errors import EXIT_ERROR, BnfuzzError
+from fuzz.fpenv import keeps_subnormals
 from fuzz.native_log import NativeLog
 
 __all__ = ["COMMANDS", "build_parser", "main"]
@@ -53,6 +54,7 @@ error (bad arguments or input files, an unknown pass, a missing or unsupported T
     return parser
 
 
+@keeps_subnormals  # a command computes as a fresh process does, whatever its caller has set
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     try:

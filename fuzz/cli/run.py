@@ -124,8 +124,9 @@ def add_parsers(sub: Any) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="check cases in a reused worker process, so a native crash or a hang becomes a "
-        "'crash' or 'timeout' finding and the campaign goes on (default: on with --pipelines, "
-        "and for PyTorch's folds, whose oneDNN convolutions were seen to segfault)",
+        "'crash' or 'timeout' finding and the campaign goes on (default: on with --pipelines, and for "
+        "every backend but TVM's pass alone: ONNX Runtime, the ONNX tools, OpenVINO and PyTorch run "
+        "native code, which was seen to segfault; --no-isolate checks in process, faster)",
     )
     run.add_argument(
         "--workers",

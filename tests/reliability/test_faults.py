@@ -69,6 +69,7 @@ def test_ctrl_c_keeps_every_finding_and_still_summarises_and_reports(tmp_path: P
     assert (report / "report.md").exists() and (report / "report.png").exists()
 
 
+@pytest.mark.nightly  # twenty seconds; the Ctrl-C test above covers a stopped campaign in make test
 def test_kill_9_of_a_worker_keeps_its_findings_and_the_others_report(tmp_path: Path) -> None:
     out, report = tmp_path / "findings", tmp_path / "report"
     database = str(tmp_path / "db")
