@@ -21,7 +21,7 @@ from typing import Any
 
 from fuzz.backends import PassLike, Runner, as_fold
 from fuzz.case import Case
-from fuzz.fpenv import pinned
+from fuzz.fpenv import flush_requested, pinned
 from fuzz.oracle import Finding, Symptom, Verdict, judge, within_bound
 from fuzz.pipeline import Pipeline
 from fuzz.reference import Reference, reference
@@ -55,7 +55,7 @@ def check(
     *,
     must_fold: bool | None = None,
     lowering: bool = True,
-    flush: bool = False,
+    flush: bool | None = None,
 ) -> Checked:
     """Run one case through a fold (:class:`fuzz.backends.Fold`, or a factory of TVM
     passes), or through ``pipeline`` with the fold in it, and judge it (``runner``: the
@@ -70,9 +70,10 @@ def check(
     For a pipeline with nothing gated, the ``Sequential`` and the direct calls must give
     structurally equal modules (``sequential-direct-mismatch``).
     ``flush``: run the fold with subnormals flushed to zero (FTZ and DAZ); a verdict must
-    not change with it.
+    not change with it (None: as ``BNFUZZ_FLUSH_DENORMALS`` says, else kept).
     """
     fold = as_fold(make_pass)
+    flush = flush_requested() if flush is None else flush
     with pinned():
         ref = reference(case)
 

@@ -40,9 +40,11 @@ from typing import Any, ParamSpec, TypeVar
 from fuzz.errors import BnfuzzError
 
 __all__ = [
+    "FLUSH_VARIABLE",
     "KERNEL_FLAGS",
     "FlushUnsupported",
     "cpu",
+    "flush_requested",
     "flush_state",
     "keeps_subnormals",
     "machine",
@@ -79,6 +81,11 @@ KERNEL_FLAGS = (
     "sve",
     "sve2",
 )
+
+#: The environment variable that makes every check run its fold with subnormals flushed
+#: (``BNFUZZ_FLUSH_DENORMALS=1``) unless the caller says otherwise: a whole test run, or
+#: every campaign of a machine, judged as on a CPU or in a process that flushes.
+FLUSH_VARIABLE = "BNFUZZ_FLUSH_DENORMALS"
 
 #: MXCSR bits: flush-to-zero (results) and denormals-are-zero (operands).
 _FTZ, _DAZ = 0x8000, 0x0040
@@ -142,6 +149,11 @@ def flush_state() -> dict[str, Any]:
         ftz, daz = _probe()
         return {"ftz": ftz, "daz": daz}
     return {"ftz": bool(value & _FTZ), "daz": bool(value & _DAZ), "mxcsr": f"0x{value & ~_STICKY:04x}"}
+
+
+def flush_requested() -> bool:
+    """Whether :data:`FLUSH_VARIABLE` asks checks to flush subnormals by default."""
+    return os.environ.get(FLUSH_VARIABLE, "") not in ("", "0")
 
 
 @contextlib.contextmanager

@@ -33,6 +33,7 @@ from fuzz.backends import resolve_fold
 from fuzz.case import Case
 from fuzz.check import Checked, check
 from fuzz.errors import BnfuzzError
+from fuzz.fpenv import flush_requested
 from fuzz.oracle import Finding, Symptom, Verdict
 from fuzz.pipeline import Pipeline
 from fuzz.reference import reference
@@ -55,7 +56,7 @@ def _serve(
     cache_dir: str | None,
     complete_fold: bool | None,
     lowering: bool,
-    flush: bool = False,
+    flush: bool | None = None,
 ) -> None:
     """The worker's loop: receive (case, pipeline), send ("ok", Checked) or ("error", text)."""
     try:
@@ -145,7 +146,7 @@ class IsolatedChecker:
         cache_dir: Path | None = None,
         complete_fold: bool | None = None,
         lowering: bool = False,
-        flush: bool = False,
+        flush: bool | None = None,
     ) -> None:
         self.pass_name = pass_name
         #: whether the fold runs with subnormals flushed to zero (:func:`fuzz.check.check`)
@@ -172,7 +173,7 @@ class IsolatedChecker:
         command += ["--cache" if self.cache else "--no-cache", str(self.cache_dir or "")]
         command += [{None: "default", True: "must-fold", False: "no-must-fold"}[self.complete_fold]]
         command += ["--lowering" if self.lowering else "--no-lowering"]
-        command += ["--flush" if self.flush else "--no-flush"]
+        command += [{None: "--flush-default", True: "--flush", False: "--no-flush"}[self.flush]]
         # The worker's stderr (TVM's crash backtraces) goes to a file; a crash finding quotes it.
         stderr = tempfile.TemporaryFile()  # noqa: SIM115 - closed by _Worker.stop
         process = subprocess.Popen(
@@ -220,7 +221,8 @@ class IsolatedChecker:
                 self._spare = self._spawn()
             # the fold's own backend name: a crash of one of PyTorch's folds is that fold's
             # the flush settings the worker pinned for the check (it cannot say: it is gone)
-            flush = {"ftz": self.flush, "daz": self.flush}
+            asked = flush_requested() if self.flush is None else self.flush
+            flush = {"ftz": asked, "daz": asked}
             return _crash_checked(case, pipeline, died, resolve_fold(self.pass_name).backend, flush)
         kind, payload = reply
         if kind == "raise":
@@ -270,7 +272,7 @@ def _crash_checked(
 
 def _main(argv: list[str]) -> None:
     """``python -m fuzz.isolate FD PASS --cache|--no-cache CACHE_DIR default|must-fold|no-must-fold
-    --lowering|--no-lowering --flush|--no-flush``: the worker."""
+    --lowering|--no-lowering --flush|--no-flush|--flush-default``: the worker."""
     # Ctrl-C reaches the whole process group: the parent decides, and stops the worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     fd, pass_name, cache, cache_dir, must_fold, lowering, flush = argv
@@ -282,7 +284,7 @@ def _main(argv: list[str]) -> None:
         cache_dir or None,
         complete,
         lowering == "--lowering",
-        flush == "--flush",
+        {"--flush-default": None, "--flush": True, "--no-flush": False}[flush],
     )
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from fuzz.backends import PassLike, Runner
+from fuzz.backends import PassLike, Runner, as_fold
 from fuzz.case import (
     Case,
 )
@@ -149,12 +149,15 @@ def _attempt(
 
 
 def minimality(case: Case, make_pass: PassLike, pipeline: Pipeline | None = None) -> list[Attempt]:
-    """Each simplification of ``case`` (and ``pipeline``) tried on its own: does the bug survive?"""
-    target = found(case, make_pass, pipeline)
+    """Each simplification of ``case`` (and ``pipeline``) tried on its own: does the bug survive?
+    The attempts share the backend's runner (TVM: one compile cache, so the value steps of
+    one structure compile it once; the same outputs bit for bit)."""
+    runner = as_fold(make_pass).runner()
+    target = found(case, make_pass, pipeline, runner)
     if target is None:
         return []
     subject = (case, pipeline)
-    return [_attempt(subject, target, make_pass, d, step)[0] for d, step in _steps(case, pipeline)]
+    return [_attempt(subject, target, make_pass, d, step, runner)[0] for d, step in _steps(case, pipeline)]
 
 
 def simplify(

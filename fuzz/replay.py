@@ -28,7 +28,7 @@ ISOLATED_TIMEOUT = 120.0
 
 
 def check_entry(
-    case: Case, pass_name: str, pipeline: Pipeline | None, isolated: bool, *, flush: bool = False
+    case: Case, pass_name: str, pipeline: Pipeline | None, isolated: bool, *, flush: bool | None = None
 ) -> Checked:
     """Check a case on a pass (in a pipeline), in a worker process if ``isolated``;
     ``flush``: with subnormals flushed to zero while the fold runs."""
@@ -54,7 +54,7 @@ class Replay:
         return self.expected is None or self.expected == self.status
 
 
-def replay(entry: Entry, pass_name: str, *, flush: bool = False) -> Replay:
+def replay(entry: Entry, pass_name: str, *, flush: bool | None = None) -> Replay:
     """Check the entry's case on ``pass_name`` (built, run and judged afresh; ``flush``:
     with subnormals flushed to zero while the fold runs)."""
     checked = check_entry(entry.case, pass_name, entry.pipeline, entry.isolated, flush=flush)

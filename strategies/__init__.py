@@ -84,11 +84,21 @@ order), :mod:`.batches` (value sets for one structure), :mod:`.pipelines` (pass 
 
 from __future__ import annotations
 
-from .attributes import Axis, Deviation, batch_norm_attrs, conv2d_attrs
-from .batches import case_batches, further_counts, value_sets
-from .graphs import cases
+from . import attributes as _attributes
+from . import batches as _batches
+from . import graphs as _graphs
+from . import values as _values
+from ._kept import keeping_subnormals as _keeping_subnormals
+from .attributes import Axis, Deviation, conv2d_attrs
+from .batches import further_counts
 from .pipelines import pipelines
-from .values import Magnitude, tensors
+from .values import Magnitude
+
+cases = _keeping_subnormals(_graphs.cases)
+case_batches = _keeping_subnormals(_batches.case_batches)
+value_sets = _keeping_subnormals(_batches.value_sets)
+tensors = _keeping_subnormals(_values.tensors)
+batch_norm_attrs = _keeping_subnormals(_attributes.batch_norm_attrs)
 
 __all__ = [
     "Axis",

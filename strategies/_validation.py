@@ -8,6 +8,10 @@ Strategy arguments are checked twice: eagerly, as far as the public Hypothesis A
 tells without drawing (is it a strategy, can it generate anything), and at draw time
 for every value actually drawn (see :func:`checked_draw`): a bad value fails the first
 example that draws it, naming the argument.
+
+Both run with subnormals kept (:func:`fuzz.fpenv.pinned`): Hypothesis refuses to build a
+``floats()`` strategy that allows subnormals in a process that flushes them (as
+``torch.set_flush_denormal(True)`` leaves one), and our value classes need them.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from typing import Any, TypeVar
 
 from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import DrawFn, SearchStrategy
+
+from fuzz.fpenv import pinned
 
 __all__ = ["check_integer", "check_order", "check_strategy", "checked_draw", "is_bool"]
 
@@ -30,7 +36,8 @@ def check_strategy(value: object, name: str) -> None:
             f"{name}={value!r} must be a SearchStrategy; wrap a single value in st.just(...)"
         )
     try:
-        value.validate()
+        with pinned():
+            value.validate()
     except InvalidArgument as exc:
         raise InvalidArgument(f"{name}={value!r} is not a valid strategy: {exc}") from exc
     if value.is_empty:
@@ -45,7 +52,8 @@ def checked_draw(
     expected: str,
 ) -> T:
     """Draw from a user strategy and reject a value outside its domain."""
-    value = draw(strategy)
+    with pinned():
+        value = draw(strategy)
     if not accept(value):
         raise InvalidArgument(f"{name}={strategy!r} generated {value!r}, which is not {expected}")
     return value

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from fuzz.case import Block, Case, Tensor, kernel_to_oihw
+from fuzz.fpenv import keeps_subnormals
 from fuzz.numerics import conv2d_nchw, epsilon_dtype
 
 from .values import FORMATS, Format
@@ -67,6 +68,7 @@ class Aim(enum.IntEnum):
     CANCEL = 7
 
 
+@keeps_subnormals
 def aim(case: Case, code: int) -> Case:
     """``case`` with its first conv block's values aimed as ``code`` says (module docstring)."""
     target = Aim(code & 7)

@@ -31,6 +31,7 @@ from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import DrawFn, SearchStrategy
 
 from fuzz.case import DTYPES, Tensor
+from fuzz.fpenv import keeps_subnormals
 
 from ._validation import check_strategy, checked_draw
 
@@ -176,6 +177,7 @@ def _overrides(
     return st.lists(element, min_size=1, max_size=min(size, MAX_OVERRIDES))
 
 
+@keeps_subnormals
 def draw_array(
     draw: DrawFn,
     *,
@@ -260,6 +262,7 @@ def _simplest(dtype: str, magnitude: Magnitude) -> float:
     return math.ldexp(1.0, exponent_range(dtype, magnitude)[0])
 
 
+@keeps_subnormals
 def code_array(
     code: int, *, dtype: str, shape: tuple[int, ...], allow_negative: bool = True, constant: bool = False
 ) -> np.ndarray[Any, Any]:

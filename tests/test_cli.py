@@ -11,6 +11,7 @@ import pytest
 
 from fuzz.case_json import SCHEMA_VERSION
 from fuzz.cli import main
+from fuzz.fpenv import flush_requested
 
 FINDING_KEYS = {"signature", "symptom", "stage", "first_seconds", "attributes"}
 ATTRIBUTE_KEYS = {"dtype", "data_layout", "kernel_layout", "axis", "center", "scale", "training", "groups"}
@@ -127,7 +128,8 @@ def test_upstream_run_finds_and_writes_findings(tmp_path: Path, capsys: pytest.C
     assert record["case"]["schema"] == SCHEMA_VERSION
     # the machine it was found on: the CPU that selected the kernels, the flush settings pinned
     assert record["machine"]["cpu"]["model"] and isinstance(record["machine"]["cpu"]["flags"], list)
-    assert record["machine"]["flush"]["ftz"] is False and record["machine"]["flush"]["daz"] is False
+    flushed = flush_requested()  # BNFUZZ_FLUSH_DENORMALS=1 runs every check flushed
+    assert record["machine"]["flush"]["ftz"] is flushed and record["machine"]["flush"]["daz"] is flushed
 
 
 def test_identity_judged_as_a_complete_fold_misses_folds(

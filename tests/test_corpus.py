@@ -155,8 +155,15 @@ def test_the_accumulation_entry_overflows_inside_the_conv_with_finite_folded_wei
     assert sums.max() > f32_max, "the folded conv's products pass the float32 maximum"
 
 
-@pytest.mark.slow  # the whole shipped corpus on three passes
-@pytest.mark.parametrize("name", ["fixed", "upstream", "onnxruntime:basic"])
+@pytest.mark.slow  # the whole shipped corpus on a pass: fixed in make test, the others nightly
+@pytest.mark.parametrize(
+    "name",
+    [
+        "fixed",
+        pytest.param("upstream", marks=pytest.mark.nightly),
+        pytest.param("onnxruntime:basic", marks=pytest.mark.nightly),
+    ],
+)
 def test_the_whole_corpus_replays_on_one_pass_and_lists_what_does_not_apply(
     name: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

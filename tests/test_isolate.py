@@ -42,8 +42,9 @@ def test_the_worker_agrees_with_checking_in_process() -> None:
 
 def test_a_segfault_and_a_hang_become_findings_and_the_worker_restarts() -> None:
     # the timeout is the cap that turns the hang into a finding; a case that does not hang
-    # answers in well under a second, so 20 s leaves room for a loaded machine
-    with IsolatedChecker(CRASHING_OR_HANGING, timeout=20) as isolated:
+    # answers in well under a second (the worker's start is not counted), so 10 s leaves
+    # room for a loaded machine
+    with IsolatedChecker(CRASHING_OR_HANGING, timeout=10) as isolated:
         crashed = isolated(make_case(training=True), None).verdict.primary
         assert crashed is not None and crashed.symptom is Symptom.CRASH and crashed.error_type == "SIGSEGV"
         assert "Segfault" in crashed.stderr and "Segfault" not in crashed.message  # the backtrace

@@ -162,7 +162,7 @@ def _replay(args: argparse.Namespace) -> int:
             continue
         for name in [args.pass_name] if args.pass_name else sorted(entry.expect):
             try:
-                result = replay(entry, name, flush=args.flush_denormals)
+                result = replay(entry, name, flush=True if args.flush_denormals else None)
             except FlushUnsupported as exc:
                 raise UsageError(f"--flush-denormals: {exc}") from None
             except CaseOutsideBackend as exc:
