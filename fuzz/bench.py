@@ -36,7 +36,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 import strategies
-from fuzz.backends import Fold, PassLike, Runner
+from fuzz.backends import Fold, PassLike, Runner, resolve_fold
 from fuzz.campaign import run_campaign
 from fuzz.case import BatchNormAttrs, Block, Case, Conv2dAttrs, Tensor, Topology
 from fuzz.check import check
@@ -104,20 +104,26 @@ def run_isolation_bench(
     seed: int = 0,
     log: Callable[[str], None] = lambda _: None,
 ) -> dict[str, Any]:
-    """Seconds per round for in-process and isolated checking of the same value sets."""
+    """Seconds per round for in-process and isolated checking of the same value sets: for
+    TVM's passes each in a drawn pipeline (what runs isolated by default), for another
+    backend its own cases (:meth:`fuzz.backends.Fold.cases`) as a campaign checks them."""
     from fuzz.isolate import IsolatedChecker
-    from fuzz.passes import resolve_pass
 
-    make_pass = resolve_pass(pass_name)
-    drawn = collect_pipeline_cases(batches, seed)
-    cache = CompileCache(capacity=4096)
+    make_pass = resolve_fold(pass_name)
+    drawn: list[tuple[Case, Pipeline | None]]
+    if make_pass.backend == "tvm":
+        drawn = list(collect_pipeline_cases(batches, seed))
+    else:
+        drawn = [(case, None) for case in _draw(make_pass.cases(), batches, seed)]
+    runner = make_pass.runner()
     rows = []
-    with IsolatedChecker(pass_name, cache=True) as isolated:
-        isolated(*drawn[0])  # start the worker outside the timed rounds (TVM import)
+    # both sides judge as a campaign does: the fold, not the framework's own lowering
+    with IsolatedChecker(pass_name, cache=True, lowering=False) as isolated:
+        isolated(*drawn[0])  # start the worker outside the timed rounds (the framework's import)
         for r in range(rounds):
             start = time.perf_counter()
             for case, pipeline in drawn:
-                check(case, make_pass, cache.run, pipeline)
+                check(case, make_pass, runner, pipeline, lowering=False)
             here = time.perf_counter() - start
             start = time.perf_counter()
             for case, pipeline in drawn:

@@ -4,6 +4,10 @@ segfaults on purpose (``tests/crashing_pass.py``) and keeps every finding."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +23,8 @@ from fuzz.isolate import IsolatedChecker
 from fuzz.oracle import Symptom
 from fuzz.passes import resolve_pass
 from fuzz.pipeline import Pipeline
+from fuzz.promote import read_as_entry
+from fuzz.script import render_script
 
 #: every test here starts worker processes (or a whole campaign in a subprocess)
 pytestmark = pytest.mark.slow
@@ -90,3 +96,42 @@ def test_the_cli_writes_crash_findings_and_promote_replays_them_isolated(tmp_pat
     entry = load_entry(tmp_path / "corpus" / crash.name)
     assert entry.expect == {CRASHING: "fails", "fixed": "passes"}
     assert main(["replay", str(tmp_path / "corpus")]) == 0
+
+
+def _native_crash_campaign(name: str, tmp_path: Path) -> None:
+    """``bnfuzz run --pass NAME`` with its framework crashing (SIGSEGV) on every case fed a
+    value of 2**60 or more (tests/crash_hooks), as a user runs it: by default the campaign
+    checks in a worker, finishes, writes its summary, and the crash is a finding whose
+    reproducer script dies of the same signal."""
+    hooks = {
+        **os.environ,
+        "PYTHONPATH": str(Path(__file__).parent / "crash_hooks"),
+        "BNFUZZ_TEST_CRASH": name.partition(":")[0],
+    }
+    out = tmp_path / "findings"
+    done = subprocess.run(
+        [sys.executable, "-m", "fuzz.cli", "run", "--pass", name, "--max-examples", "60",
+         "--shrink-seconds", "0", "--out", str(out), "--json"],
+        capture_output=True, text=True, cwd=Path(__file__).parent.parent, env=hooks, timeout=900,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr[-3000:]
+    summary = json.loads(done.stdout)  # the summary is written: the campaign outlived the crash
+    assert summary["isolated"] is True and summary["examples"] == 60
+    crashes = [f for f in summary["findings"] if f["symptom"] == "crash"]
+    assert crashes and crashes[0]["error_type"] == "SIGSEGV", summary["findings"]
+    finding = next(out.glob("*crash_SIGSEGV*.json"))
+    script = tmp_path / "repro.py"
+    script.write_text(render_script(read_as_entry(finding)))
+    ran = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=hooks, timeout=300
+    )
+    assert ran.returncode == -11, ran.stdout + ran.stderr  # the script dies of it too
+
+
+def test_an_onnx_runtime_campaign_outlives_a_native_crash_by_default(tmp_path: Path) -> None:
+    _native_crash_campaign("onnxruntime:basic", tmp_path)
+
+
+@pytest.mark.nightly  # OpenVINO's worker starts slowly; ONNX Runtime's test above covers the path in CI
+def test_an_openvino_campaign_outlives_a_native_crash_by_default(tmp_path: Path) -> None:
+    _native_crash_campaign("openvino", tmp_path)

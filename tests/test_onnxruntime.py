@@ -235,7 +235,7 @@ def test_bench_has_a_row_for_onnxruntime(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_bench_options_of_tvm_alone_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["bench", "--pass", "onnxruntime:basic", "--isolation"]) == 2
+    assert main(["bench", "--pass", "onnxruntime:basic", "--campaign-seconds", "5"]) == 2
     assert "for TVM's passes" in capsys.readouterr().err
 
 

@@ -131,6 +131,9 @@ def bn_constants_out_of_range(case: Case) -> bool:
         gamma, beta, mean, var = (
             np.asarray(t.values, np.float64) for t in (block.gamma, block.beta, block.mean, block.var)
         )
+        # without scale (center) the kernel's gamma is 1 (beta 0), whatever the case stores
+        gamma = gamma if block.bn.scale else np.ones_like(gamma)
+        beta = beta if block.bn.center else np.zeros_like(beta)
         with np.errstate(all="ignore"):
             s = gamma / np.sqrt(var + block.bn.epsilon)
             for value in (s, mean * s, beta - mean * s):
