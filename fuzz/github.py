@@ -121,6 +121,7 @@ TRACKERS = frozenset(
         "apache/tvm",
         "microsoft/onnxruntime",
         "openvinotoolkit/openvino",
+        "pytorch/pytorch",
         *(tool.project.lower() for tool in MODEL_TOOLS.values()),
     }
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +31,15 @@ from fuzz.openvino_issue import openvino_issue
 from fuzz.oracle import Symptom, describe
 from fuzz.ort_issue import ort_issue
 from fuzz.pipeline import FOLD
+from fuzz.replay import check_entry
 from fuzz.results import Outputs
 from fuzz.script import pipeline_text, render_group_script, render_script
+from fuzz.signature import Signature
 from fuzz.tool_issue import tool_issue
 from fuzz.torch_issue import torch_issue
 from fuzz.wording import wording
 
-__all__ = ["issue_of", "issues", "render_issue", "render_script"]
+__all__ = ["addressed_to_upstream", "issue_of", "issues", "render_issue", "render_script"]
 
 # ---------------------------------------------------------------------------
 # issue text
@@ -158,12 +161,41 @@ def render_issue(entry: Entry, checked: Checked | None = None) -> str:
     return issue_of([entry], {entry.signature: checked} if checked is not None else None).text
 
 
+def addressed_to_upstream(entry: Entry) -> Entry:
+    """An entry found against another of TVM's passes (a mutant of the fixed pass, a pass
+    of the user's) that TVM's own pass fails too, as upstream's entry: its symptom,
+    message and signature measured afresh on upstream, so it is previewed, grouped by its
+    cause and titled as TVM's bug, its script running TVM's pass. Any other entry as it is."""
+    if (
+        entry.declined
+        or entry.pass_name == "upstream"
+        or backend_of(entry.pass_name) != "tvm"
+        or entry.expect.get("upstream") != "fails"
+    ):
+        return entry
+    finding = check_entry(entry.case, "upstream", entry.pipeline, entry.isolated).verdict.primary
+    if finding is None:  # no longer fails there: as it was found
+        return entry
+    return replace(
+        entry,
+        pass_name="upstream",
+        symptom=finding.symptom,
+        stage=finding.stage,
+        error_type=finding.error_type,
+        message=finding.message,
+        stderr=finding.stderr,
+        signature=str(Signature.of(finding, entry.case, entry.pipeline)),
+    )
+
+
 @keeps_subnormals
 def issues(entries: Sequence[Entry]) -> list[Issue]:
     """One issue per root cause (:func:`fuzz.causes.root_cause`), in the order the causes
-    first appear; an issue of several entries lists each as a variant."""
+    first appear; an issue of several entries lists each as a variant. An entry found
+    against another of TVM's passes that TVM's own fails too is upstream's
+    (:func:`addressed_to_upstream`)."""
     groups: dict[str, list[Entry]] = {}
-    for entry in entries:
+    for entry in map(addressed_to_upstream, entries):
         groups.setdefault(root_cause(entry), []).append(entry)
     return [issue_of(group) for group in groups.values()]
 

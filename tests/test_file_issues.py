@@ -154,3 +154,42 @@ def test_the_shipped_corpus_previews_one_issue_per_root_cause(corpus: Replays) -
     # each project's own title convention: PyTorch's bug template asks for no prefix
     assert all(i.title.startswith("[Bug]") for i in previews if i.bug and i.project != "pytorch/pytorch")
     assert all(i.title.startswith("`") for i in previews if i.project == "pytorch/pytorch")
+
+
+def test_an_entry_found_against_a_mutant_that_upstream_fails_too_is_upstream_s() -> None:
+    from fuzz.corpus import load_entry
+    from fuzz.report import addressed_to_upstream, issue_of, render_script
+
+    entry = load_entry(ROOT / "corpus" / "mutants" / "finite-to-nonfinite.json")
+    assert entry.pass_name.startswith("mutant:") and entry.expect["upstream"] == "fails"
+    upstream = addressed_to_upstream(entry)
+    assert upstream.pass_name == "upstream" and upstream.symptom.value == "finite-to-nonfinite"
+    assert upstream.signature == "finite-to-nonfinite"  # measured on upstream, not typed in
+    issue = issue_of([upstream])
+    assert issue.title.startswith("[Bug][Relax] FoldBatchnormToConv2D ") and "mutant" not in issue.title
+    script = render_script(upstream)
+    assert "relax.transform.FoldBatchnormToConv2D()" in script and "mutant" not in script
+    # an entry of TVM's own pass, or one upstream passes, stays as it is
+    fixed_only = load_entry(ROOT / "corpus" / "declines" / "declined_reason=range_.json")
+    assert addressed_to_upstream(fixed_only) is fixed_only
+
+
+def test_an_issue_is_never_filed_into_another_known_project_s_tracker() -> None:
+    from fuzz.github import file_issues
+    from fuzz.issue import Issue
+
+    class NothingFiled:
+        def filed_signatures(self) -> set[str]:
+            return set()
+
+        def create(self, title: str, body: str) -> str:
+            raise AssertionError("a dry run files nothing")
+
+    tvm = Issue("cause:x", "[Bug][Relax] x", "body", ("x",))
+    torch = Issue("torch:x", "`x`", "body", ("torch:x",), pass_name="torch:fx", project="pytorch/pytorch")
+    into_torch = file_issues([tvm, torch], NothingFiled(), apply=False, repo="pytorch/pytorch").plans  # type: ignore[arg-type]
+    assert [p.status for p in into_torch] == ["not filed", "to file"]
+    assert "a bug of apache/tvm, not of pytorch/pytorch" in into_torch[0].why
+    into_tvm = file_issues([tvm, torch], NothingFiled(), apply=False, repo="apache/tvm").plans  # type: ignore[arg-type]
+    assert [p.status for p in into_tvm] == ["to file", "not filed"]
+    assert "--repo pytorch/pytorch" in into_tvm[1].why
