@@ -15,6 +15,8 @@ The rules, in order:
   from the IR alone (also where TVM cannot build the unfolded program), or the folded
   module failed to build or run where the unfolded one worked (``build-failure`` /
   ``run-failure``);
+* a model tool wrote a model with other inputs or outputs than it was given
+  (``io-change``), or changed the model it was handed (``mutates-input``);
 * a graph the pass must leave alone (training-mode batch_norm, a batch_norm axis
   that is not the conv's output channel axis, operands that are not constants,
   a batch_norm with no conv before it) was rewritten: its operators changed

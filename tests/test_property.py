@@ -134,6 +134,8 @@ def bn_constants_out_of_range(case: Case) -> bool:
         # without scale (center) the kernel's gamma is 1 (beta 0), whatever the case stores
         gamma = gamma if block.bn.scale else np.ones_like(gamma)
         beta = beta if block.bn.center else np.zeros_like(beta)
+        if block.bn.training:  # batch statistics: the variance may be anything down to 0
+            var = np.zeros_like(var)
         with np.errstate(all="ignore"):
             s = gamma / np.sqrt(var + block.bn.epsilon)
             for value in (s, mean * s, beta - mean * s):

@@ -7,7 +7,7 @@ optimizer at a level (``onnxruntime:basic``, ``:extended``, ``:all``;
 :mod:`fuzz.backends.onnxruntime`), an ONNX model tool (``onnxoptimizer``, ``onnxslim``,
 ``onnxsim``; :mod:`fuzz.backends.onnx_tools`), or OpenVINO's CPU plugin (``openvino``;
 :mod:`fuzz.backends.openvino`), or one of PyTorch's folds (``torch:fuse_conv_bn_eval``,
-``torch:fuse_modules``, ``torch:fx``; :mod:`fuzz.backends.pytorch`). TVM's names include
+``torch:fuse_modules``, ``torch:fx``, ``torch:inductor``; :mod:`fuzz.backends.pytorch`). TVM's names include
 its ONNX path, ``tvm:onnx``. A fold materialises a case in its framework, runs it
 unfolded and folded, and returns what happened as the framework-free values of
 :mod:`fuzz.results` (:class:`~fuzz.results.Execution`); the reference, the oracle, the
