@@ -37,8 +37,8 @@ fuzz: setup
 	@echo "$(BIN)/bnfuzz run --pass upstream --budget $(BUDGET) --out findings"
 	@$(BIN)/bnfuzz run --pass upstream --budget $(BUDGET) --out findings || [ $$? -eq 1 ]
 
-# fuzz/fold_batchnorm.py is proposed to TVM as its pass: it is kept in TVM's style.
-TVM_RUFF := --config fuzz/upstream/tvm-ruff.toml fuzz/fold_batchnorm.py
+# fuzz/backends/tvm/fold_batchnorm.py is proposed to TVM as its pass: it is kept in TVM's style.
+TVM_RUFF := --config fuzz/backends/tvm/upstream/tvm-ruff.toml fuzz/backends/tvm/fold_batchnorm.py
 
 lint: setup
 	$(BIN)/ruff check .

@@ -4,8 +4,8 @@ unknown pass, a bad pipeline, a GitHub request refused, a worker that will not s
 as opposed to a *finding* (a bug of the pass under test, a value) and to a bug of the
 fuzzer itself (any other exception, which propagates with its traceback).
 
-Each subclass lives beside the code that raises it (``fuzz.case.CaseError``,
-``fuzz.corpus.EntryError``, ...) and keeps the builtin base its callers catch
+Each subclass lives beside the code that raises it (``fuzz.model.case.CaseError``,
+``fuzz.store.corpus.EntryError``, ...) and keeps the builtin base its callers catch
 (``ValueError``, ``LookupError``, ``RuntimeError``). The command line maps the base to
 one line on standard error and :data:`EXIT_ERROR`, in one place (``fuzz.cli.main``).
 """

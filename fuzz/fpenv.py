@@ -5,7 +5,7 @@ zero: the CPU (PyTorch's bfloat16 convolution flushes on a CPU with AVX-512 BF16
 subnormals without it) and the process state (on x86-64, the flush-to-zero and
 denormals-are-zero bits of the MXCSR register, which ``torch.set_flush_denormal(True)``
 sets and which NumPy, ONNX Runtime and TVM's kernels obey on the thread that runs them).
-The oracle allows either (:mod:`fuzz.reference`), so a verdict does not depend on them;
+The oracle allows either (:mod:`fuzz.oracle.reference`), so a verdict does not depend on them;
 this module makes the rest of a check independent of them too:
 
 * :func:`pinned` sets the flush bits for the duration of a check (off by default, as a

@@ -1,6 +1,6 @@
 """Hypothesis strategies for conv2d + batch_norm cases (specs only, no TVM).
 
-Everything here draws plain :mod:`fuzz.case` data (frozen dataclasses that
+Everything here draws plain :mod:`fuzz.model.case` data (frozen dataclasses that
 round-trip through JSON), so generation is fast, TVM-free, and every example
 can be stored and replayed bit for bit.
 
@@ -10,7 +10,7 @@ Public strategies
 axes, negative_axes, epsilons, centers, scales, trainings, momenta,
 parameters, magnitudes, min_channels=1, max_channels=4, max_spatial=4,
 max_batch=2)``
-    Whole :class:`~fuzz.case.Case` specs: a topology (conv-bn, the
+    Whole :class:`~fuzz.model.case.Case` specs: a topology (conv-bn, the
     conv-bn-relu-conv-bn chain, conv-shared, bn-stats, bn-only), dtypes,
     layouts, conv windows (kernel 1-3, stride 1-2, dilation 1-2, padding 0-1 per
     side; every output at least 1x1), groups (including depthwise), batch_norm
@@ -33,13 +33,13 @@ max_batch=2)``
     to 0).
 ``conv2d_attrs(*, dtype, in_channels, out_channels, kernel_size, input_size,
 data_layouts, kernel_layouts, wide_out_dtypes)``
-    :class:`~fuzz.case.Conv2dAttrs` valid for the given channels (groups divide
+    :class:`~fuzz.model.case.Conv2dAttrs` valid for the given channels (groups divide
     both) and for the given kernel over the given input (output at least 1x1).
 ``batch_norm_attrs(*, axes, epsilons, centers, scales, trainings, momenta)``
-    :class:`~fuzz.case.BatchNormAttrs`; center and scale shrink to True,
+    :class:`~fuzz.model.case.BatchNormAttrs`; center and scale shrink to True,
     training to False, epsilon to 1e-5, momentum to 0.1.
 ``tensors(*, dtype, shape, magnitudes, allow_negative=True)``
-    A :class:`~fuzz.case.Tensor` whose values all belong to one drawn
+    A :class:`~fuzz.model.case.Tensor` whose values all belong to one drawn
     :class:`Magnitude`, exact in ``dtype`` and finite.
 
 ``cases()`` and ``value_sets()`` also draw an *aim* per value set (``aims``; 0, no aim,
@@ -70,7 +70,7 @@ HUGE          [8192, 65504]     [4.3e37, 3.39e38]    [4.3e37, 3.40e38]   [2.2e30
 ============  ================  ===================  ==================  ===================
 
 ``pipelines(*, neighbours, max_passes=4)``
-    :class:`fuzz.pipeline.Pipeline` specs: the pass under test among BN-relevant
+    :class:`fuzz.model.pipeline.Pipeline` specs: the pass under test among BN-relevant
     Relax passes, an opt level and Sequential or direct calls; shrinks to the pass
     under test alone (see :mod:`.pipelines`).
 

@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from fuzz.case import Block, Case, Tensor, kernel_to_oihw
 from fuzz.fpenv import keeps_subnormals
-from fuzz.numerics import conv2d_nchw, epsilon_dtype
+from fuzz.model.case import Block, Case, Tensor, kernel_to_oihw
+from fuzz.model.numerics import conv2d_nchw, epsilon_dtype
 
 from .values import FORMATS, Format
 

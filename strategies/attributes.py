@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import DrawFn, SearchStrategy
 
-from fuzz.case import DATA_LAYOUTS, KERNEL_LAYOUTS, BatchNormAttrs, Conv2dAttrs
+from fuzz.model.case import DATA_LAYOUTS, KERNEL_LAYOUTS, BatchNormAttrs, Conv2dAttrs
 
 from ._validation import check_integer, check_strategy, checked_draw, is_bool
 from .geometry import Window, common_divisors, window_choices
@@ -248,7 +248,7 @@ def batch_norm_attrs(
     trainings: SearchStrategy[bool] = MOSTLY_FALSE,
     momenta: SearchStrategy[float] = DEFAULT_MOMENTA,
 ) -> SearchStrategy[BatchNormAttrs]:
-    """:class:`~fuzz.case.BatchNormAttrs` for a 4-D input.
+    """:class:`~fuzz.model.case.BatchNormAttrs` for a 4-D input.
 
     Each argument is a strategy for the attribute of the singular name:
     ``axes`` (ints in [-4, 3], default ``just(1)``), ``epsilons`` (1e-5 first,
@@ -349,7 +349,7 @@ def conv2d_attrs(
     kernel_layouts: SearchStrategy[str] = DEFAULT_KERNEL_LAYOUTS,
     wide_out_dtypes: SearchStrategy[bool] = MOSTLY_FALSE,
 ) -> SearchStrategy[Conv2dAttrs]:
-    """:class:`~fuzz.case.Conv2dAttrs` valid for the given channels, kernel and input.
+    """:class:`~fuzz.model.case.Conv2dAttrs` valid for the given channels, kernel and input.
 
     ``groups`` is drawn among the common divisors of ``in_channels`` and
     ``out_channels`` (1 first; ``in_channels`` itself is depthwise when it

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import DrawFn, SearchStrategy
 
-from fuzz.case import (
+from fuzz.model.case import (
     Block,
     Case,
     Tensor,
@@ -77,7 +77,7 @@ def value_sets(
     ``magnitudes``, then its values. Each value set then draws its aim from ``aims``.
     """
     if not isinstance(case, Case):
-        raise InvalidArgument(f"case={case!r} is not a fuzz.case.Case")
+        raise InvalidArgument(f"case={case!r} is not a fuzz.model.case.Case")
     check_strategy(magnitudes, "magnitudes")
     check_strategy(aims, "aims")
     # Hypothesis hands a composite its strategy arguments unwrapped, so whether these are

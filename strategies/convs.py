@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 from hypothesis.strategies import DrawFn, SearchStrategy
 
-from fuzz.case import (
+from fuzz.model.case import (
     Conv2dAttrs,
     Tensor,
     kernel_shape,

@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from hypothesis import strategies as st
 from hypothesis.strategies import DrawFn, SearchStrategy
 
-from fuzz.case import (
+from fuzz.model.case import (
     DTYPES,
     EPILOGUE_TOPOLOGIES,
     ONNX_DTYPES,
@@ -157,7 +157,7 @@ def cases(
     onnx_forms: SearchStrategy[OnnxForm] = DEFAULT_ONNX_FORMS,
     torch_forms: SearchStrategy[TorchForm] = DEFAULT_TORCH_FORMS,
 ) -> SearchStrategy[Case]:
-    """Valid :class:`~fuzz.case.Case` specs, shrinking toward the simplest graph.
+    """Valid :class:`~fuzz.model.case.Case` specs, shrinking toward the simplest graph.
 
     Strategies (defaults draw every option, the first one listed is where
     examples shrink to):
@@ -169,12 +169,12 @@ def cases(
       batch_norm operands the conv's output dtype.
     - ``data_layouts`` (NCHW, NHWC; the output layout is the same),
       ``kernel_layouts`` (OIHW, HWIO, OHWI, IOHW; per conv).
-    - ``topologies``: :class:`~fuzz.case.Topology` (conv-bn first).
+    - ``topologies``: :class:`~fuzz.model.case.Topology` (conv-bn first).
     - ``axes``: :class:`~strategies.Axis`, the dimension the batch_norm ``axis``
       names (CHANNEL first); ``negative_axes``: booleans, write it as ``i - 4``.
     - ``epsilons``, ``centers``, ``scales``, ``trainings``, ``momenta``: the
       batch_norm attributes, per block, as in :func:`~strategies.batch_norm_attrs`.
-    - ``parameters``: tuples of :data:`~fuzz.case.OPERANDS` that become function
+    - ``parameters``: tuples of :data:`~fuzz.model.case.OPERANDS` that become function
       parameters instead of constants. Default None: ``()`` first, else a
       non-empty subset of the operands the topology has. ``weight`` is dropped
       for bn-only (it has no conv).
@@ -182,15 +182,15 @@ def cases(
       weight, gamma, beta, mean, var; var never negative). When a case's first
       weight is CANCELLING its data is constant, so the +w/-w weights cancel.
 
-    - ``importers``: :class:`~fuzz.case.Importer` (RELAX first): who writes the
+    - ``importers``: :class:`~fuzz.model.case.Importer` (RELAX first): who writes the
       module; ONNX (an ``onnx.helper`` model through TVM's ``from_onnx``) is drawn
       only where ONNX can say the case, and pins what ONNX cannot vary (see the
       module docstring of :mod:`strategies.graphs`).
     - ``biases``: booleans, per conv: the conv has a bias (a separate ``add``).
-    - ``epilogues``: :class:`~fuzz.case.Epilogue` after the last batch_norm (NONE
+    - ``epilogues``: :class:`~fuzz.model.case.Epilogue` after the last batch_norm (NONE
       first; RELU, CLIP, ADD of a second input), for conv-bn and the chain.
     - ``dataflows`` (True first), ``dead_statistics`` (False first),
-      ``functions`` (1 first, or 2): the :class:`~fuzz.case.Form` of a RELAX case.
+      ``functions`` (1 first, or 2): the :class:`~fuzz.model.case.Form` of a RELAX case.
     - ``aims``: integer aim codes (:func:`strategies.aim.aim`), one per value set: 0
       leaves the drawn values alone (half the time, and where examples shrink to);
       anything else rewrites the first block's values toward a fold's edges (chosen
@@ -199,10 +199,10 @@ def cases(
     - ``deviations``: :class:`~strategies.attributes.Deviation`, drawn once per case
       (swarm testing): how far the default-first attributes above stray from their
       defaults in that case (USUAL first; ONE changes a single attribute).
-    - ``onnx_forms``: :class:`~fuzz.case.OnnxForm`, how an ONNX case's model is
+    - ``onnx_forms``: :class:`~fuzz.model.case.OnnxForm`, how an ONNX case's model is
       written (default: opset 15, nothing else; :func:`strategies.onnx.onnx_forms`
       draws the rest).
-    - ``torch_forms``: :class:`~fuzz.case.TorchForm`, how a PyTorch case's module is
+    - ``torch_forms``: :class:`~fuzz.model.case.TorchForm`, how a PyTorch case's module is
       written (default: Conv2d, contiguous; :func:`strategies.torch_forms.torch_forms`
       draws the rest). A PyTorch case (``importers`` drawing TORCH, as the PyTorch backend
       asks) pins what a module cannot vary and has its ``center`` follow ``scale``.

@@ -1,4 +1,4 @@
-"""How an ONNX case's model is written (:class:`~fuzz.case.OnnxForm`), as a strategy.
+"""How an ONNX case's model is written (:class:`~fuzz.model.case.OnnxForm`), as a strategy.
 
 :func:`onnx_forms` draws the opset, the IR version, initializers listed as graph inputs,
 overridden defaults, BatchNormalization's ``spatial`` and value_info, each shrinking to the
@@ -17,7 +17,7 @@ from dataclasses import replace
 from hypothesis import strategies as st
 from hypothesis.strategies import DrawFn, SearchStrategy
 
-from fuzz.case import (
+from fuzz.model.case import (
     ONNX_SPATIAL_OPSETS,
     ONNX_TRAINING_OPSET,
     OPERANDS,
@@ -102,7 +102,7 @@ def onnx_forms(
 def fit(form: OnnxForm, case: Case) -> OnnxForm:
     """``form`` as ``case`` can have it: overridden operands the case has and does not take
     as parameters; a rank and a ConvTranspose only where its convolutions allow them
-    (:func:`fuzz.case.rank_refuses`, :func:`fuzz.case.transpose_refuses`); a training-mode
+    (:func:`fuzz.model.case.rank_refuses`, :func:`fuzz.model.case.transpose_refuses`); a training-mode
     case written at an opset that says training mode."""
     overridden = tuple(
         n

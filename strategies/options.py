@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.strategies import DrawFn, SearchStrategy
 
-from fuzz.case import (
+from fuzz.model.case import (
     DTYPES,
     OPERANDS,
     Epilogue,

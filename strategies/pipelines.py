@@ -1,10 +1,10 @@
 """Pass pipelines around the pass under test (specs only, no TVM).
 
-``pipelines(*, neighbours, max_passes)`` draws a :class:`fuzz.pipeline.Pipeline`: 1 to
+``pipelines(*, neighbours, max_passes)`` draws a :class:`fuzz.model.pipeline.Pipeline`: 1 to
 ``max_passes`` passes, each the pass under test (``"fold"``) or a neighbour from
-``neighbours`` (default: every name in :data:`fuzz.pipeline.NEIGHBOURS`), an opt level
+``neighbours`` (default: every name in :data:`fuzz.model.pipeline.NEIGHBOURS`), an opt level
 0 to 3, and Sequential or direct calls. It shrinks toward ``("fold",)`` at opt level 3 as
-a Sequential (:data:`fuzz.pipeline.DEFAULT_PIPELINE`): Hypothesis deletes passes that do
+a Sequential (:data:`fuzz.model.pipeline.DEFAULT_PIPELINE`): Hypothesis deletes passes that do
 not matter, so a shrunk pipeline names the shortest one that fails.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from fuzz.pipeline import FOLD, NEIGHBOURS, Pipeline
+from fuzz.model.pipeline import FOLD, NEIGHBOURS, Pipeline
 
 __all__ = ["pipelines"]
 

@@ -10,7 +10,7 @@ from typing import TypedDict
 import numpy as np
 from hypothesis.strategies import DrawFn, SearchStrategy
 
-from fuzz.case import (
+from fuzz.model.case import (
     OPERANDS,
     Conv2dAttrs,
     Tensor,

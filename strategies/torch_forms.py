@@ -1,4 +1,4 @@
-"""How a PyTorch case's module is written (:class:`fuzz.case.TorchForm`): Conv1d, Conv2d or
+"""How a PyTorch case's module is written (:class:`fuzz.model.case.TorchForm`): Conv1d, Conv2d or
 Conv3d, a ConvTranspose, the channels-last memory format. Each draws the default form
 most of the time and shrinks to it."""
 
@@ -9,7 +9,7 @@ from dataclasses import replace
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
-from fuzz.case import Case, TorchForm, rank_refuses, transpose_refuses
+from fuzz.model.case import Case, TorchForm, rank_refuses, transpose_refuses
 
 from .attributes import mostly_first
 
@@ -17,7 +17,7 @@ __all__ = ["fit_torch", "torch_forms"]
 
 
 def torch_forms(*, transpose: bool = True) -> SearchStrategy[TorchForm]:
-    """Every :class:`~fuzz.case.TorchForm` (``transpose=False``: no ConvTranspose), the
+    """Every :class:`~fuzz.model.case.TorchForm` (``transpose=False``: no ConvTranspose), the
     default first; :func:`fit_torch` then keeps what the drawn case's convolutions allow."""
     shapes = [(2, False), (1, False), (3, False)]
     if transpose:
@@ -34,7 +34,7 @@ def torch_forms(*, transpose: bool = True) -> SearchStrategy[TorchForm]:
 
 def fit_torch(form: TorchForm, case: Case) -> TorchForm:
     """``form`` as ``case`` can have it: a rank and a ConvTranspose only where its
-    convolutions allow them (:func:`fuzz.case.rank_refuses`, :func:`fuzz.case.transpose_refuses`);
+    convolutions allow them (:func:`fuzz.model.case.rank_refuses`, :func:`fuzz.model.case.transpose_refuses`);
     the channels-last format only at rank 2 or 3."""
     if any(rank_refuses(case, i, form.rank) for i in range(len(case.blocks))):
         form = replace(form, rank=2)

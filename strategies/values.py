@@ -9,7 +9,7 @@ Key idea: values are built *in* the tensor's dtype, as
 is exact and finite by construction (the largest is the dtype's max, never
 past it) and nothing is filtered. Only the ``ORDINARY`` class draws a
 ``floats()`` value ``x`` and uses ``1 + x``, rounded into the dtype by
-:meth:`fuzz.case.Tensor.from_numpy`, which cannot overflow inside [-10, 10].
+:meth:`fuzz.model.case.Tensor.from_numpy`, which cannot overflow inside [-10, 10].
 
 A tensor is a *fill* value plus, if it is drawn *varied*, up to
 :data:`MAX_OVERRIDES` ``index -> value`` overrides (the layout
@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import DrawFn, SearchStrategy
 
-from fuzz.case import DTYPES, Tensor
 from fuzz.fpenv import keeps_subnormals
+from fuzz.model.case import DTYPES, Tensor
 
 from ._validation import check_strategy, checked_draw
 
@@ -317,7 +317,7 @@ def tensors(
     magnitudes: SearchStrategy[Magnitude] = _DEFAULT_MAGNITUDES,
     allow_negative: bool = True,
 ) -> SearchStrategy[Tensor]:
-    """:class:`~fuzz.case.Tensor` values of ``dtype`` and ``shape``, of one drawn class.
+    """:class:`~fuzz.model.case.Tensor` values of ``dtype`` and ``shape``, of one drawn class.
 
     Draws the class from ``magnitudes``, then a fill value and sparse overrides
     of that class (see :class:`Magnitude`). Every value is finite and exactly

@@ -1,4 +1,4 @@
-"""Hand-made cases for tests: :func:`make_case` builds a valid :class:`~fuzz.case.Case`.
+"""Hand-made cases for tests: :func:`make_case` builds a valid :class:`~fuzz.model.case.Case`.
 
 Every argument is keyword-only and defaults to a small float32 ``conv-bn`` graph in
 inference mode (NCHW data, OIHW kernel, batch 1, 2 -> 3 channels, 5x5 image, 3x3
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from fuzz.case import (
+from fuzz.model.case import (
     BatchNormAttrs,
     Block,
     Case,

@@ -17,7 +17,7 @@ import numpy as np
 from tvm import relax
 from tvm.relax.dpl import TupleGetItemPattern, is_const, is_op, rewrite_call, wildcard
 
-from fuzz.compat import constant_value
+from fuzz.backends.tvm.compat import constant_value
 
 FLOAT32_MIN_NORMAL = float(np.finfo(np.float32).tiny)
 

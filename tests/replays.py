@@ -17,9 +17,9 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from fuzz.corpus import Entry, load_entry
-from fuzz.replay import Replay, replay
-from fuzz.results import Outputs
+from fuzz.engine.replay import Replay, replay
+from fuzz.oracle.results import Outputs
+from fuzz.store.corpus import Entry, load_entry
 
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "corpus"

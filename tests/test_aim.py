@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_strategies import MANY, check_case
 
-from fuzz.case import Case, Topology, kernel_to_oihw
-from fuzz.numerics import epsilon_dtype
+from fuzz.model.case import Case, Topology, kernel_to_oihw
+from fuzz.model.numerics import epsilon_dtype
 from strategies import cases
 from strategies.aim import AIM_BITS, Aim, aim
 from strategies.values import FORMATS

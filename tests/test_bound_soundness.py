@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 from cases import make_case
 
-from fuzz.case import Topology
-from fuzz.check import check
-from fuzz.oracle import Symptom
-from fuzz.passes import resolve_pass
-from fuzz.reference import reference
+from fuzz.backends.tvm.passes import resolve_pass
+from fuzz.engine.check import check
+from fuzz.model.case import Topology
+from fuzz.oracle.reference import reference
+from fuzz.oracle.verdict import Symptom
 
 ONE = {"c_in": 1, "c_out": 1, "height": 1, "width": 1, "kh": 1, "kw": 1}
 

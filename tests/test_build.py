@@ -16,8 +16,10 @@ import pytest
 from cases import conv_output_shape, make_case
 from tvm import relax
 
-from fuzz.build import ModuleError, build_module, parameter_names, runtime_inputs
-from fuzz.case import (
+from fuzz.backends.tvm.build import ModuleError, build_module, parameter_names, runtime_inputs
+from fuzz.backends.tvm.compat import Constant, constant_value, structural_equal, type_of, var_name
+from fuzz.backends.tvm.execute import compile_and_run, count_batch_norms
+from fuzz.model.case import (
     DTYPES,
     KERNEL_LAYOUTS,
     OPERANDS,
@@ -27,9 +29,7 @@ from fuzz.case import (
     kernel_to_oihw,
     np_dtype,
 )
-from fuzz.compat import Constant, constant_value, structural_equal, type_of, var_name
-from fuzz.execute import compile_and_run, count_batch_norms
-from fuzz.results import Outputs
+from fuzz.oracle.results import Outputs
 
 
 def calls(mod: Any, op_name: str) -> list[Any]:
@@ -253,7 +253,7 @@ def test_conv_semantics_match_kernel_to_oihw(data_layout: str, kernel_layout: st
 
 
 def test_identity_memo_is_per_object_and_bounded() -> None:
-    from fuzz.build import IdentityMemo
+    from fuzz.backends.tvm.build import IdentityMemo
 
     memo: IdentityMemo[str] = IdentityMemo(2)
     a, b, c = [1.5], [1.5], [1.5]  # equal, distinct objects

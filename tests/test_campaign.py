@@ -12,16 +12,16 @@ import tvm
 from cases import make_case
 from hypothesis import strategies as st
 
-from fuzz.campaign import StopCampaign, run_campaign
-from fuzz.campaign_control import SHRINK_DEADLINE
-from fuzz.campaign_result import Progress
-from fuzz.case import Case, Topology
-from fuzz.check import Checked, check
-from fuzz.compile_cache import CompileCache
-from fuzz.oracle import Finding, Symptom, Verdict
-from fuzz.passes import resolve_pass
-from fuzz.pipeline import Pipeline
-from fuzz.results import Stage
+from fuzz.backends.tvm.compile_cache import CompileCache
+from fuzz.backends.tvm.passes import resolve_pass
+from fuzz.engine.campaign import StopCampaign, run_campaign
+from fuzz.engine.campaign_control import SHRINK_DEADLINE
+from fuzz.engine.campaign_result import Progress
+from fuzz.engine.check import Checked, check
+from fuzz.model.case import Case, Topology
+from fuzz.model.pipeline import Pipeline
+from fuzz.oracle.results import Stage
+from fuzz.oracle.verdict import Finding, Symptom, Verdict
 
 SMALL = {"c_in": 1, "c_out": 1, "height": 1, "width": 1, "kh": 1, "kw": 1}
 SCALE_OFF = make_case(**SMALL, scale=False, values={"gamma": 2.0})

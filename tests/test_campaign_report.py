@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.campaign_report import HEADROOM_BINS, RATIO_BINS, histograms, write_report
 from fuzz.cli import main
-from fuzz.run import merge_counts
+from fuzz.engine.histograms import HEADROOM_BINS, RATIO_BINS, histograms
+from fuzz.engine.run import merge_counts
+from fuzz.render.campaign_report import write_report
 
 
 def test_histograms_bin_every_value_and_list_every_bin() -> None:

@@ -9,8 +9,8 @@ from cases import make_case
 from hypothesis import given
 
 import strategies
-from fuzz.case import Case, CaseError
-from fuzz.case_json import case_to_json, dumps, loads, same_bits
+from fuzz.model.case import Case, CaseError
+from fuzz.model.case_json import case_to_json, dumps, loads, same_bits
 
 
 def all_values(case: Case) -> list[float]:

@@ -1,8 +1,8 @@
-"""fuzz/check.py: judging the pass alone (``lowering=False``, what campaigns do) gives the
+"""fuzz/engine/check.py: judging the pass alone (``lowering=False``, what campaigns do) gives the
 verdicts that judging the lowering too gives, while building and running less.
 
 Without the lowering, the unfolded program runs only where the folded outputs alone do not
-clear the numeric rules (``fuzz.oracle.within_bound``); these tests check that this never
+clear the numeric rules (``fuzz.oracle.verdict.within_bound``); these tests check that this never
 changes a finding against the pass, on hand-made cases and on generated ones through
 upstream's pass, ours and every mutant.
 """
@@ -15,13 +15,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import strategies
-from fuzz.case import Case
-from fuzz.check import check
-from fuzz.compile_cache import CompileCache
-from fuzz.mutants import MUTANTS
-from fuzz.mutants import load as load_mutant
-from fuzz.passes import PassFactory, resolve_pass
-from fuzz.results import Outputs
+from fuzz.backends.tvm.compile_cache import CompileCache
+from fuzz.backends.tvm.mutants import MUTANTS
+from fuzz.backends.tvm.mutants import load as load_mutant
+from fuzz.backends.tvm.passes import PassFactory, resolve_pass
+from fuzz.engine.check import check
+from fuzz.model.case import Case
+from fuzz.oracle.results import Outputs
 
 RUNNER = CompileCache(capacity=1024).run
 FIXED = resolve_pass("fixed")

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.case_json import SCHEMA_VERSION
 from fuzz.cli import main
 from fuzz.fpenv import flush_requested
+from fuzz.model.case_json import SCHEMA_VERSION
 
 FINDING_KEYS = {"signature", "symptom", "stage", "first_seconds", "attributes"}
 ATTRIBUTE_KEYS = {"dtype", "data_layout", "kernel_layout", "axis", "center", "scale", "training", "groups"}

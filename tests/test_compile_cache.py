@@ -12,7 +12,7 @@ from cases import make_case
 from hypothesis import given, settings
 
 import strategies
-from fuzz.build import (
+from fuzz.backends.tvm.build import (
     ModuleError,
     bound_module,
     build_module,
@@ -20,12 +20,12 @@ from fuzz.build import (
     runtime_inputs,
     unfolded_program,
 )
-from fuzz.case import Case, Epilogue, Form, Importer, Tensor, Topology
-from fuzz.compat import structural_equal
-from fuzz.compile_cache import CompileCache
-from fuzz.execute import execute
-from fuzz.passes import resolve_pass
-from fuzz.results import Execution, Failure, Outputs, Stage
+from fuzz.backends.tvm.compat import structural_equal
+from fuzz.backends.tvm.compile_cache import CompileCache
+from fuzz.backends.tvm.execute import execute
+from fuzz.backends.tvm.passes import resolve_pass
+from fuzz.model.case import Case, Epilogue, Form, Importer, Tensor, Topology
+from fuzz.oracle.results import Execution, Failure, Outputs, Stage
 
 ONE = {"c_in": 2, "c_out": 2, "height": 2, "width": 2, "kh": 1, "kw": 1}
 EXTREME = [

@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 from replays import CORPUS, DECLINE_ENTRIES, ENTRIES, MUTANT_ENTRIES, PIPELINE_ENTRIES, Replays, ids
 
-from fuzz.attributes import classify
-from fuzz.corpus import Entry, dumps_entry, load_entry
-from fuzz.decline import Reason, block_reasons
-from fuzz.declines import DECLINED
-from fuzz.minimize import found, minimality
-from fuzz.numerics import conv2d_nchw
-from fuzz.oracle import Symptom
-from fuzz.passes import resolve_pass
-from fuzz.reference import reference
+from fuzz.backends.tvm.passes import resolve_pass
+from fuzz.engine.declines import DECLINED
+from fuzz.engine.minimize import found, minimality
+from fuzz.model.attributes import classify
+from fuzz.model.decline import Reason, block_reasons
+from fuzz.model.numerics import conv2d_nchw
+from fuzz.oracle.reference import reference
+from fuzz.oracle.verdict import Symptom
+from fuzz.store.corpus import Entry, dumps_entry, load_entry
 
 pytestmark = pytest.mark.xdist_group("corpus")
 
@@ -123,7 +123,7 @@ def test_a_decline_entry_fails_on_a_pass_that_folds_it_anyway(corpus: Replays) -
 
 @pytest.mark.parametrize("path", MUTANT_ENTRIES, ids=ids(MUTANT_ENTRIES))
 def test_mutant_entry_fails_on_its_mutant_and_passes_on_fixed(path: Path, corpus: Replays) -> None:
-    """Entries against mutants (``bnfuzz run --pass mutant:NAME``, :mod:`fuzz.mutants`)."""
+    """Entries against mutants (``bnfuzz run --pass mutant:NAME``, :mod:`fuzz.backends.tvm.mutants`)."""
     entry = corpus.entry(path)
     mutants = [name for name in entry.expect if name.startswith("mutant:")]
     assert mutants and all(entry.expect[m] == "fails" for m in mutants)

@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
+from fuzz.backends.tvm.execute import count_batch_norms
+from fuzz.backends.tvm.passes import resolve_pass
 from fuzz.cli import main
-from fuzz.effectiveness import ERROR_FACTOR, VARIANTS, import_variant, is_right, run_effectiveness
-from fuzz.execute import count_batch_norms
-from fuzz.layers import Layer, layer_case, run_layers
-from fuzz.passes import resolve_pass
-from fuzz.zoo import MIN_SIZE, MODELS, build_model
+from fuzz.evaluation.effectiveness import ERROR_FACTOR, VARIANTS, import_variant, is_right, run_effectiveness
+from fuzz.evaluation.layers import Layer, layer_case, run_layers
+from fuzz.evaluation.zoo import MIN_SIZE, MODELS, build_model
 
 TINY = Layer("tiny", 2, 3, 6, 3)
 PROGRAM_KEYS = {"batch_norms", "folds", "right"}
@@ -180,7 +180,7 @@ def test_the_table_and_the_json_show_the_rows(
         seen.update(kwargs)
         return CANNED
 
-    monkeypatch.setattr("fuzz.effectiveness.run_effectiveness", canned)
+    monkeypatch.setattr("fuzz.evaluation.effectiveness.run_effectiveness", canned)
     assert main(["effectiveness", "--models", "resnet18", "--variants", "nchw,float16", "--size", "48"]) == 0
     assert seen["models"] == ["resnet18"] and seen["variants"] == ["nchw", "float16"] and seen["size"] == 48
     lines = capsys.readouterr().out.splitlines()

@@ -2,7 +2,7 @@
 
 Every :func:`execute` call compiles two programs (0.2 to 0.4 s), so the cases are
 few and small. The ``TestTvm`` class pins behaviour of TVM itself, the same in 0.25,
-0.26 and 0.27 (not of our code); when one of those fails after an upgrade, revisit ``fuzz/compat.py``
+0.26 and 0.27 (not of our code); when one of those fails after an upgrade, revisit ``fuzz/backends/tvm/compat.py``
 and the oracle's expectations.
 """
 
@@ -17,13 +17,13 @@ import tvm
 from cases import make_case
 from tvm import relax
 
-import fuzz.execute
-from fuzz.build import build_module, runtime_inputs
-from fuzz.case import Topology
-from fuzz.compat import to_device, type_of
-from fuzz.execute import compile_and_run, count_batch_norms, execute
-from fuzz.passes import identity, resolve_pass
-from fuzz.results import Execution, Failure, Outputs, Stage
+import fuzz.backends.tvm.execute
+from fuzz.backends.tvm.build import build_module, runtime_inputs
+from fuzz.backends.tvm.compat import to_device, type_of
+from fuzz.backends.tvm.execute import compile_and_run, count_batch_norms, execute
+from fuzz.backends.tvm.passes import identity, resolve_pass
+from fuzz.model.case import Topology
+from fuzz.oracle.results import Execution, Failure, Outputs, Stage
 
 UPSTREAM = resolve_pass("upstream")
 
@@ -210,7 +210,7 @@ def test_opt_level_0_target_is_bit_identical(monkeypatch: pytest.MonkeyPatch, ca
         modules.append(relax.transform.FoldBatchnormToConv2D()(build_module(case)))
     for mod in modules:
         fast, _ = compile_and_run(mod, runtime_inputs(case))
-        monkeypatch.setattr(fuzz.execute, "TARGET", tvm.target.Target("llvm"))
+        monkeypatch.setattr(fuzz.backends.tvm.execute, "TARGET", tvm.target.Target("llvm"))
         plain, _ = compile_and_run(mod, runtime_inputs(case))
         monkeypatch.undo()
         assert same_bits(outputs(fast), outputs(plain))

@@ -142,7 +142,7 @@ def test_an_offline_dry_run_shows_every_issue_and_says_the_check_was_skipped(
 @pytest.mark.slow
 @pytest.mark.xdist_group("corpus")
 def test_the_shipped_corpus_previews_one_issue_per_root_cause(corpus: Replays) -> None:
-    from fuzz.report import issues
+    from fuzz.render.report import issues
 
     entries = [corpus.entry(p) for p in ENTRIES_ALL]
     previews = issues(entries)
@@ -157,8 +157,8 @@ def test_the_shipped_corpus_previews_one_issue_per_root_cause(corpus: Replays) -
 
 
 def test_an_entry_found_against_a_mutant_that_upstream_fails_too_is_upstream_s() -> None:
-    from fuzz.corpus import load_entry
-    from fuzz.report import addressed_to_upstream, issue_of, render_script
+    from fuzz.render.report import addressed_to_upstream, issue_of, render_script
+    from fuzz.store.corpus import load_entry
 
     entry = load_entry(ROOT / "corpus" / "mutants" / "finite-to-nonfinite.json")
     assert entry.pass_name.startswith("mutant:") and entry.expect["upstream"] == "fails"
@@ -175,8 +175,8 @@ def test_an_entry_found_against_a_mutant_that_upstream_fails_too_is_upstream_s()
 
 
 def test_an_issue_is_never_filed_into_another_known_project_s_tracker() -> None:
-    from fuzz.github import file_issues
-    from fuzz.issue import Issue
+    from fuzz.render.github import file_issues
+    from fuzz.render.issue import Issue
 
     class NothingFiled:
         def filed_signatures(self) -> set[str]:

@@ -1,4 +1,4 @@
-"""The finding file (``fuzz/findings.py``): one reader, one writer, the smaller case wins."""
+"""The finding file (``fuzz/store/findings.py``): one reader, one writer, the smaller case wins."""
 
 from __future__ import annotations
 
@@ -10,8 +10,13 @@ import pytest
 from cases import make_case
 
 from fuzz.cli import main
-from fuzz.corpus import load_entry
-from fuzz.findings import (
+from fuzz.engine.promote import read_as_entry, read_finding_or_entry
+from fuzz.model.pipeline import FOLD, Pipeline
+from fuzz.oracle.results import Stage
+from fuzz.oracle.verdict import Symptom
+from fuzz.render.script import render_script
+from fuzz.store.corpus import load_entry
+from fuzz.store.findings import (
     FINDING_SCHEMA,
     FindingFileError,
     FindingRecord,
@@ -19,12 +24,7 @@ from fuzz.findings import (
     read_finding,
     write_finding,
 )
-from fuzz.oracle import Symptom
-from fuzz.pipeline import FOLD, Pipeline
-from fuzz.promote import read_as_entry, read_finding_or_entry
-from fuzz.results import Stage
-from fuzz.script import render_script
-from fuzz.storage import file_name
+from fuzz.store.storage import file_name
 
 
 def record(channels: int = 3, **kw: object) -> FindingRecord:

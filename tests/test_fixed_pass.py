@@ -1,4 +1,4 @@
-"""Our FoldBatchnormToConv2D (fuzz/fold_batchnorm.py): what it folds, what it leaves
+"""Our FoldBatchnormToConv2D (fuzz/backends/tvm/fold_batchnorm.py): what it folds, what it leaves
 alone, and that its output is correct, finite where it must be, and usable downstream.
 
 Each defect class of the upstream pass has a case here that fails on ``upstream``
@@ -19,15 +19,15 @@ import tvm
 from cases import PUBLIC_NAN_REPORT, make_case
 from tvm import relax
 
-from fuzz.build import build_module, runtime_inputs
-from fuzz.case import Case, Epilogue, Form, Importer, Topology
-from fuzz.check import check
-from fuzz.compat import assert_well_formed, constant_value, structural_equal
-from fuzz.execute import compile_and_run, count_batch_norms
-from fuzz.fold_batchnorm import FoldBatchnormToConv2D
-from fuzz.passes import resolve_pass
-from fuzz.reference import reference
-from fuzz.results import Outputs
+from fuzz.backends.tvm.build import build_module, runtime_inputs
+from fuzz.backends.tvm.compat import assert_well_formed, constant_value, structural_equal
+from fuzz.backends.tvm.execute import compile_and_run, count_batch_norms
+from fuzz.backends.tvm.fold_batchnorm import FoldBatchnormToConv2D
+from fuzz.backends.tvm.passes import resolve_pass
+from fuzz.engine.check import check
+from fuzz.model.case import Case, Epilogue, Form, Importer, Topology
+from fuzz.oracle.reference import reference
+from fuzz.oracle.results import Outputs
 
 FIXED = resolve_pass("fixed")
 UPSTREAM = resolve_pass("upstream")
@@ -58,7 +58,7 @@ def constants(mod: Any) -> list[np.ndarray[Any, Any]]:
 
 
 def test_the_module_depends_only_on_tvm_and_numpy() -> None:
-    source = Path(__import__("fuzz.fold_batchnorm").fold_batchnorm.__file__).read_text()
+    source = Path(__import__("fuzz.backends.tvm.fold_batchnorm", fromlist=["_"]).__file__).read_text()
     imported = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):

@@ -1,6 +1,6 @@
 """Flushed subnormals: a correct program may replace a subnormal by zero at any operation
 (flush-to-zero, denormals-are-zero), so no verdict may depend on whether a kernel does,
-by the CPU's choice or the process's settings. The bound allows it (fuzz/reference.py),
+by the CPU's choice or the process's settings. The bound allows it (fuzz/oracle/reference.py),
 the check pins the settings and records them (fuzz/fpenv.py), and every finding and entry
 records the machine, so a replay elsewhere can say why it differs."""
 
@@ -21,15 +21,15 @@ from cases import make_case
 from replays import CORPUS
 
 from fuzz.backends import backend_of, resolve_fold
-from fuzz.case import Case, Form, Importer, TorchForm
-from fuzz.check import check
 from fuzz.cli import main
-from fuzz.corpus import dumps_entry, load_entry
+from fuzz.engine.check import check
+from fuzz.engine.replay import replay
 from fuzz.fpenv import flush_state, machine, machine_differences, pinned
-from fuzz.oracle import Symptom, judge
-from fuzz.reference import reference
-from fuzz.replay import replay
-from fuzz.results import Execution, Outputs
+from fuzz.model.case import Case, Form, Importer, TorchForm
+from fuzz.oracle.reference import reference
+from fuzz.oracle.results import Execution, Outputs
+from fuzz.oracle.verdict import Symptom, judge
+from fuzz.store.corpus import dumps_entry, load_entry
 
 ONE = {"c_in": 1, "c_out": 1, "height": 1, "width": 1, "kh": 1, "kw": 1}
 #: bfloat16's (and float32's) largest subnormal is below this
@@ -288,7 +288,7 @@ def test_the_flush_tool_flushes_every_process_it_starts_in() -> None:
 
 @needs_x86
 def test_the_library_keeps_subnormals_in_a_process_that_flushes() -> None:
-    from fuzz.case import Tensor
+    from fuzz.model.case import Tensor
 
     bits = round(1e-40 * 2.0**149)  # float32's bits of 1e-40: a subnormal, in units of 2**-149
     with pinned(flush=True):  # the process state torch.set_flush_denormal(True) leaves

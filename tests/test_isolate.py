@@ -15,16 +15,16 @@ from cases import make_case
 from hypothesis import strategies as st
 
 import strategies
-from fuzz.campaign import run_campaign
-from fuzz.check import check
+from fuzz.backends.tvm.passes import resolve_pass
 from fuzz.cli import main
-from fuzz.corpus import load_entry
-from fuzz.isolate import IsolatedChecker
-from fuzz.oracle import Symptom
-from fuzz.passes import resolve_pass
-from fuzz.pipeline import Pipeline
-from fuzz.promote import read_as_entry
-from fuzz.script import render_script
+from fuzz.engine.campaign import run_campaign
+from fuzz.engine.check import check
+from fuzz.engine.isolate import IsolatedChecker
+from fuzz.engine.promote import read_as_entry
+from fuzz.model.pipeline import Pipeline
+from fuzz.oracle.verdict import Symptom
+from fuzz.render.script import render_script
+from fuzz.store.corpus import load_entry
 
 #: every test here starts worker processes (or a whole campaign in a subprocess)
 pytestmark = pytest.mark.slow

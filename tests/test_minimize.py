@@ -11,16 +11,10 @@ import numpy as np
 import pytest
 from cases import PUBLIC_NAN_REPORT, make_case
 
-from fuzz.attributes import ATTRIBUTE_DEFAULTS as DEFAULTS
-from fuzz.attributes import classify
-from fuzz.case import Epilogue, Tensor, Topology
-from fuzz.case_json import case_to_json
+from fuzz.backends.tvm.passes import resolve_pass
 from fuzz.cli import main
-from fuzz.corpus import load_entry
-from fuzz.minimize import found, minimality, simplify
-from fuzz.passes import resolve_pass
-from fuzz.reference import reference
-from fuzz.simplifications import (
+from fuzz.engine.minimize import found, minimality, simplify
+from fuzz.engine.simplifications import (
     _as_conv_bn,
     _as_nchw,
     _as_oihw,
@@ -30,6 +24,12 @@ from fuzz.simplifications import (
     simplifications,
     with_defaults_except,
 )
+from fuzz.model.attributes import ATTRIBUTE_DEFAULTS as DEFAULTS
+from fuzz.model.attributes import classify
+from fuzz.model.case import Epilogue, Tensor, Topology
+from fuzz.model.case_json import case_to_json
+from fuzz.oracle.reference import reference
+from fuzz.store.corpus import load_entry
 
 ROOT = Path(__file__).resolve().parent.parent
 UPSTREAM = resolve_pass("upstream")

@@ -1,4 +1,4 @@
-"""The mutation suite (``fuzz.mutants``) and ``bnfuzz bench --time-to-find``.
+"""The mutation suite (``fuzz.backends.tvm.mutants``) and ``bnfuzz bench --time-to-find``.
 
 Each mutant is one text edit of the fixed pass; these tests check that every edit
 still applies, that each mutant really differs from the pass and loads as a drop-in
@@ -13,11 +13,11 @@ import json
 import pytest
 from cases import make_case
 
-from fuzz.check import check
+from fuzz.backends.tvm.mutants import MUTANTS, PASS_FILE, load, source_of
+from fuzz.backends.tvm.passes import UnknownPass, resolve_pass
 from fuzz.cli import main
-from fuzz.mutants import MUTANTS, PASS_FILE, load, source_of
-from fuzz.passes import UnknownPass, resolve_pass
-from fuzz.time_to_find import median, targets
+from fuzz.engine.check import check
+from fuzz.evaluation.time_to_find import median, targets
 
 
 def test_the_suite_has_at_least_twenty_distinct_mutants() -> None:

@@ -1,4 +1,4 @@
-"""TVM's native log lines: counted, not printed (``fuzz/native_log.py``); every other line on
+"""TVM's native log lines: counted, not printed (``fuzz/engine/native_log.py``); every other line on
 descriptor 2 gets through, in order, even when the process dies."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from cases import make_case
 
-from fuzz.check import check
-from fuzz.native_log import NOISE, NativeLog
-from fuzz.passes import resolve_pass
+from fuzz.backends.tvm.passes import resolve_pass
+from fuzz.engine.check import check
+from fuzz.engine.native_log import NOISE, NativeLog
 
 WARNING = NOISE["BlockBuilder destroyed with remaining blocks"]
 
@@ -43,7 +43,7 @@ def test_tvm_s_warning_from_upstream_s_pass_is_counted(capfd: pytest.CaptureFixt
 def test_what_a_dying_process_printed_last_still_gets_through(tmp_path: Path) -> None:
     script = (
         "import os, signal\n"
-        "from fuzz.native_log import NativeLog\n"
+        "from fuzz.engine.native_log import NativeLog\n"
         "import sys\n"
         "with NativeLog():\n"
         f"    os.write(2, b'{WARNING}\\n')\n"

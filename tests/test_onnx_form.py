@@ -1,4 +1,4 @@
-"""How an ONNX case's model is written (fuzz.case.OnnxForm): what the form refuses, its JSON,
+"""How an ONNX case's model is written (fuzz.model.case.OnnxForm): what the form refuses, its JSON,
 and that every way of writing the model computes the same outputs on ONNX Runtime with every
 graph optimization off (the unfolded run every ONNX backend compares against)."""
 
@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fuzz.backends.onnxruntime import DISABLE_ALL, session
-from fuzz.case import CaseError, Epilogue, Form, Importer, OnnxForm, Topology
-from fuzz.case_json import case_from_json, case_to_json
-from fuzz.onnx_graph import DEFAULTS, min_ir_versions, newest_opset, onnx_graph, onnx_model
+from fuzz.model.case import CaseError, Epilogue, Form, Importer, OnnxForm, Topology
+from fuzz.model.case_json import case_from_json, case_to_json
+from fuzz.model.onnx_graph import DEFAULTS, min_ir_versions, newest_opset, onnx_graph, onnx_model
 from strategies.onnx import fit, onnx_forms
 
 EPS32 = float(np.float32(1e-5))

@@ -16,15 +16,15 @@ from without_tvm import run_script_without_tvm
 
 from fuzz.backends import MODEL_TOOLS, backend_of, resolve_fold
 from fuzz.backends.onnx_tools import ToolFold
-from fuzz.case import Case, Form, Importer, OnnxForm
-from fuzz.check import check
 from fuzz.cli import main
-from fuzz.corpus import Entry, load_entry
-from fuzz.oracle import Symptom
-from fuzz.replay import replay
-from fuzz.report import issue_of
-from fuzz.results import Stage
-from fuzz.script import render_script
+from fuzz.engine.check import check
+from fuzz.engine.replay import replay
+from fuzz.model.case import Case, Form, Importer, OnnxForm
+from fuzz.oracle.results import Stage
+from fuzz.oracle.verdict import Symptom
+from fuzz.render.report import issue_of
+from fuzz.render.script import render_script
+from fuzz.store.corpus import Entry, load_entry
 
 ROOT = Path(__file__).resolve().parent.parent
 EPS32 = float(np.float32(1e-5))
@@ -69,7 +69,7 @@ def written_as(form: OnnxForm) -> Case:
     return make_case(form=Form(Importer.ONNX, onnx=form), epsilon=EPS32, values={"gamma": 3.0, "mean": 0.5})
 
 
-#: Ways of writing the model (fuzz.case.OnnxForm) and each tool's verdict on the plain case
+#: Ways of writing the model (fuzz.model.case.OnnxForm) and each tool's verdict on the plain case
 #: written so: the primary symptom, or None. ONNX Runtime's fold runs every one correctly.
 PER_POSITION = OnnxForm(opset=7, spatial=False)  # BatchNormalization-7 spatial=0, (C, H, W) statistics
 IR3 = OnnxForm(opset=7, ir_version=3, initializer_inputs=True)  # every initializer also an input

@@ -20,16 +20,16 @@ from without_tvm import run_script_without_tvm
 
 from fuzz.backends import BACKENDS, backend_of, resolve_fold
 from fuzz.backends.onnxruntime import OrtFold, RuntimeRejects
-from fuzz.case import Case, Form, Importer
-from fuzz.check import check
 from fuzz.cli import main
-from fuzz.corpus import load_entry
-from fuzz.github import file_issues
-from fuzz.oracle import Symptom
-from fuzz.replay import replay
-from fuzz.report import issue_of
-from fuzz.script import render_script
-from fuzz.signature import Signature
+from fuzz.engine.check import check
+from fuzz.engine.replay import replay
+from fuzz.model.case import Case, Form, Importer
+from fuzz.oracle.signature import Signature
+from fuzz.oracle.verdict import Symptom
+from fuzz.render.github import file_issues
+from fuzz.render.report import issue_of
+from fuzz.render.script import render_script
+from fuzz.store.corpus import load_entry
 
 ROOT = Path(__file__).resolve().parent.parent
 EPS32 = float(np.float32(1e-5))
@@ -43,7 +43,7 @@ def onnx_case(**kwargs: Any) -> Case:
 
 def test_names_resolve_to_their_backend() -> None:
     assert backend_of("onnxruntime:basic") == "onnxruntime" and backend_of("upstream") == "tvm"
-    assert backend_of("fuzz.passes:identity") == "tvm"  # MODULE:ATTR stays TVM's
+    assert backend_of("fuzz.backends.tvm.passes:identity") == "tvm"  # MODULE:ATTR stays TVM's
     assert isinstance(BASIC, OrtFold) and BASIC.backend == "onnxruntime" and not BASIC.complete_fold
     assert set(BACKENDS) == {
         "tvm",

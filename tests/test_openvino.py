@@ -15,14 +15,14 @@ from without_tvm import run_script_without_tvm
 
 from fuzz.backends import backend_of, resolve_fold
 from fuzz.backends.openvino import OpenVinoFold
-from fuzz.case import Case, Form, Importer, OnnxForm, Topology
-from fuzz.check import check
-from fuzz.corpus import Entry, load_entry
+from fuzz.engine.check import check
+from fuzz.engine.replay import replay
 from fuzz.errors import UsageError
-from fuzz.oracle import Symptom
-from fuzz.replay import replay
-from fuzz.report import issue_of
-from fuzz.script import render_script
+from fuzz.model.case import Case, Form, Importer, OnnxForm, Topology
+from fuzz.oracle.verdict import Symptom
+from fuzz.render.report import issue_of
+from fuzz.render.script import render_script
+from fuzz.store.corpus import Entry, load_entry
 
 ROOT = Path(__file__).resolve().parent.parent
 EPS32 = float(np.float32(1e-5))

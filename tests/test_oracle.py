@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 from cases import PUBLIC_NAN_REPORT, make_case
 
-from fuzz.case import Case, Topology
-from fuzz.decline import Reason, block_reasons
-from fuzz.execute import COUNTED_OPS
-from fuzz.oracle import Symptom, judge, must_not_fold_reasons, within_bound
-from fuzz.reference import reference
-from fuzz.results import Execution, Failure, Outputs, Stage
+from fuzz.backends.tvm.execute import COUNTED_OPS
+from fuzz.model.case import Case, Topology
+from fuzz.model.decline import Reason, block_reasons
+from fuzz.oracle.reference import reference
+from fuzz.oracle.results import Execution, Failure, Outputs, Stage
+from fuzz.oracle.verdict import Symptom, judge, must_not_fold_reasons, within_bound
 
 
 def outputs_of(arrays: list[np.ndarray[Any, Any]], dtype: str = "float32") -> Outputs:

@@ -12,10 +12,10 @@ import pytest
 from cases import make_case
 from tvm import relax
 
-from fuzz.build import build_module
-from fuzz.compat import structural_equal
-from fuzz.execute import count_batch_norms
-from fuzz.passes import BUILTIN_PASSES, UnknownPass, available_passes, identity, resolve_pass
+from fuzz.backends.tvm.build import build_module
+from fuzz.backends.tvm.compat import structural_equal
+from fuzz.backends.tvm.execute import count_batch_norms
+from fuzz.backends.tvm.passes import BUILTIN_PASSES, UnknownPass, available_passes, identity, resolve_pass
 
 
 @pytest.mark.parametrize("name", sorted(BUILTIN_PASSES))

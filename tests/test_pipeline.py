@@ -15,25 +15,25 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 import strategies
-from fuzz.case_json import case_to_json
-from fuzz.check import check
+from fuzz.backends.tvm.compile_cache import CompileCache
+from fuzz.backends.tvm.passes import resolve_pass
+from fuzz.backends.tvm.pipeline import gated
 from fuzz.cli import main
-from fuzz.compile_cache import CompileCache
-from fuzz.corpus import load_entry
-from fuzz.oracle import Finding, Symptom
-from fuzz.passes import resolve_pass
-from fuzz.pipeline import (
+from fuzz.engine.check import check
+from fuzz.model.case_json import case_to_json
+from fuzz.model.pipeline import (
     DEFAULT_PIPELINE,
     NEIGHBOURS,
     Pipeline,
     PipelineError,
-    gated,
     pipeline_from_json,
     pipeline_to_json,
 )
-from fuzz.report import render_issue, render_script
-from fuzz.results import Stage
-from fuzz.signature import Signature
+from fuzz.oracle.results import Stage
+from fuzz.oracle.signature import Signature
+from fuzz.oracle.verdict import Finding, Symptom
+from fuzz.render.report import render_issue, render_script
+from fuzz.store.corpus import load_entry
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXED = resolve_pass("fixed")
@@ -182,8 +182,8 @@ def test_tvm_gates_a_sequential_but_not_a_direct_call() -> None:
     # (opt level 1), and calling the pass directly runs it.
     from tvm import relax
 
-    from fuzz.compat import TensorType
-    from fuzz.pipeline import PipelinePass
+    from fuzz.backends.tvm.compat import TensorType
+    from fuzz.backends.tvm.pipeline import PipelinePass
 
     bb = relax.BlockBuilder()
     x = relax.Var("x", TensorType((2,), "float32"))

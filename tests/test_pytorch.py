@@ -25,19 +25,19 @@ from without_tvm import run_script_without_tvm  # noqa: E402
 
 from fuzz.backends import backend_of, resolve_fold  # noqa: E402
 from fuzz.backends.pytorch import TorchFold, TorchRejects, materialise, run_module  # noqa: E402
-from fuzz.case import Case, CaseError, Epilogue, Form, Importer, Topology, TorchForm  # noqa: E402
-from fuzz.case_json import case_from_json, case_to_json  # noqa: E402
-from fuzz.check import check  # noqa: E402
-from fuzz.corpus import Entry, load_entry  # noqa: E402
+from fuzz.engine.check import check  # noqa: E402
+from fuzz.engine.replay import replay  # noqa: E402
+from fuzz.engine.run import RunConfig  # noqa: E402
 from fuzz.errors import UsageError  # noqa: E402
-from fuzz.oracle import Symptom  # noqa: E402
-from fuzz.replay import replay  # noqa: E402
-from fuzz.report import issue_of  # noqa: E402
-from fuzz.results import Failure, Outputs  # noqa: E402
-from fuzz.run import RunConfig  # noqa: E402
-from fuzz.script import render_script  # noqa: E402
-from fuzz.torch_issue import at_fault  # noqa: E402
-from fuzz.torch_model import FOLDS, fold_source, torch_model  # noqa: E402
+from fuzz.model.case import Case, CaseError, Epilogue, Form, Importer, Topology, TorchForm  # noqa: E402
+from fuzz.model.case_json import case_from_json, case_to_json  # noqa: E402
+from fuzz.model.torch_model import FOLDS, fold_source, torch_model  # noqa: E402
+from fuzz.oracle.results import Failure, Outputs  # noqa: E402
+from fuzz.oracle.verdict import Symptom  # noqa: E402
+from fuzz.render.report import issue_of  # noqa: E402
+from fuzz.render.script import render_script  # noqa: E402
+from fuzz.render.torch_issue import at_fault  # noqa: E402
+from fuzz.store.corpus import Entry, load_entry  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 ONE = {"c_in": 1, "c_out": 1, "height": 1, "width": 1, "kh": 1, "kw": 1}

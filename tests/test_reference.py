@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from cases import make_case
 
-from fuzz.case import Conv2dAttrs
-from fuzz.numerics import conv2d_nchw, dtype_facts, gamma_k
-from fuzz.reference import reference
+from fuzz.model.case import Conv2dAttrs
+from fuzz.model.numerics import conv2d_nchw, dtype_facts, gamma_k
+from fuzz.oracle.reference import reference
 
 
 def naive_conv(x: np.ndarray, w: np.ndarray, a: Conv2dAttrs) -> np.ndarray:
@@ -82,7 +82,7 @@ def test_negative_axis_equals_positive_axis() -> None:
 
 
 def test_training_uses_batch_statistics_and_momentum() -> None:
-    from fuzz.case import Topology
+    from fuzz.model.case import Topology
 
     x = np.array([1.0, 3.0]).reshape(1, 1, 1, 2)
     case = make_case(
@@ -105,7 +105,7 @@ def test_training_uses_batch_statistics_and_momentum() -> None:
 
 
 def test_inference_stats_outputs_are_the_moving_statistics() -> None:
-    from fuzz.case import Topology
+    from fuzz.model.case import Topology
 
     case = make_case(topology=Topology.BN_STATS)
     _, new_mean, new_var = reference(case).outputs

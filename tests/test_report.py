@@ -18,15 +18,15 @@ from script_batch import run_scripts
 
 from fuzz.backends import backend_of
 from fuzz.cli import main
-from fuzz.corpus import load_entry
-from fuzz.oracle import Symptom
-from fuzz.report import UPSTREAM_MODULE, _difference, issue_of, render_issue, render_script
-from fuzz.results import Outputs
+from fuzz.oracle.results import Outputs
+from fuzz.oracle.verdict import Symptom
+from fuzz.render.report import UPSTREAM_MODULE, _difference, issue_of, render_issue, render_script
+from fuzz.store.corpus import load_entry
 
 pytestmark = pytest.mark.xdist_group("corpus")
 ALL_ENTRIES = sorted((ROOT / "corpus").rglob("*.json"))
 IOHW = ROOT / "corpus" / "pass-exception_AttributeError_kernel_layout=IOHW_.json"
-FIXED = "__import__('fuzz.fold_batchnorm').fold_batchnorm.FoldBatchnormToConv2D()"
+FIXED = "__import__('fuzz.backends.tvm.fold_batchnorm', fromlist=['_']).FoldBatchnormToConv2D()"
 
 
 def test_script_text_is_exactly_as_expected() -> None:

@@ -1,4 +1,4 @@
-"""``fuzz/run.py``: the worker command line and the summary come from one place each."""
+"""``fuzz/engine/run.py``: the worker command line and the summary come from one place each."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from fuzz.cli import build_parser
-from fuzz.run import Part, RunConfig, summarise
+from fuzz.engine.run import Part, RunConfig, summarise
 
 
 def parsed(argv: list[str]) -> RunConfig:

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.campaign import BATCH_SIZE, run_campaign
-from fuzz.campaign_control import example_database
-from fuzz.case import Case
-from fuzz.check import Checked, check
+from fuzz.backends.tvm.compile_cache import CompileCache
+from fuzz.backends.tvm.passes import resolve_pass
 from fuzz.cli import main
-from fuzz.compile_cache import CompileCache
-from fuzz.passes import resolve_pass
-from fuzz.pipeline import Pipeline
+from fuzz.engine.campaign import BATCH_SIZE, run_campaign
+from fuzz.engine.campaign_control import example_database
+from fuzz.engine.check import Checked, check
+from fuzz.model.case import Case
+from fuzz.model.pipeline import Pipeline
 
 UPSTREAM = resolve_pass("upstream")
 

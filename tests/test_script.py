@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from cases import make_case
 
-from fuzz.build import build_module
-from fuzz.case import Case, Epilogue, Form, Importer, Topology
-from fuzz.compat import structural_equal
-from fuzz.corpus import Entry
-from fuzz.oracle import Symptom
-from fuzz.results import Stage
-from fuzz.script import render_script
+from fuzz.backends.tvm.build import build_module
+from fuzz.backends.tvm.compat import structural_equal
+from fuzz.model.case import Case, Epilogue, Form, Importer, Topology
+from fuzz.oracle.results import Stage
+from fuzz.oracle.verdict import Symptom
+from fuzz.render.script import render_script
+from fuzz.store.corpus import Entry
 
 ROOT = Path(__file__).resolve().parent.parent
 EPS32 = float(np.float32(1e-5))
@@ -103,7 +103,7 @@ def test_a_missed_fold_script_shows_the_batch_norm_left(tmp_path: Path) -> None:
         [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=ROOT
     )
     assert done.returncode == 1 and "BUG: 1 of 1 batch_norm(s) left, 1 of them foldable" in done.stdout
-    fixed = "__import__('fuzz.fold_batchnorm').fold_batchnorm.FoldBatchnormToConv2D()"
+    fixed = "__import__('fuzz.backends.tvm.fold_batchnorm', fromlist=['_']).FoldBatchnormToConv2D()"
     script.write_text(render_script(entry, fixed))
     done = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=ROOT

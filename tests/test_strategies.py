@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
 import strategies
-from fuzz.case import (
+from fuzz.model.case import (
     DATA_LAYOUTS,
     DTYPES,
     KERNEL_LAYOUTS,
@@ -32,7 +32,7 @@ from fuzz.case import (
     kernel_shape,
     kernel_to_oihw,
 )
-from fuzz.case_json import case_from_json, case_to_json, dumps, loads, same_bits
+from fuzz.model.case_json import case_from_json, case_to_json, dumps, loads, same_bits
 from strategies import Axis, Magnitude, batch_norm_attrs, case_batches, cases, conv2d_attrs, tensors
 
 #: Deterministic runs of many examples, independent of the active profile.
@@ -414,8 +414,8 @@ def test_swarm_cases_change_one_attribute_alone() -> None:
     """A ``ONE`` case changes at most one classifying attribute from its default (the
     groups of a conv, and the form's parts, are drawn apart from the deviation), and over
     many such cases each flag is the one changed."""
-    from fuzz.attributes import ATTRIBUTE_DEFAULTS as DEFAULTS
-    from fuzz.attributes import classify
+    from fuzz.model.attributes import ATTRIBUTE_DEFAULTS as DEFAULTS
+    from fuzz.model.attributes import classify
     from strategies.attributes import Deviation
 
     alone: set[str] = set()

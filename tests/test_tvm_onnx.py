@@ -14,10 +14,10 @@ from cases import make_case
 from hypothesis import given, settings
 
 from fuzz.backends import backend_of, resolve_fold
-from fuzz.case import Case, Form, Importer, OnnxForm
-from fuzz.check import check
-from fuzz.oracle import Symptom
-from fuzz.passes import UnknownPass
+from fuzz.backends.tvm.passes import UnknownPass
+from fuzz.engine.check import check
+from fuzz.model.case import Case, Form, Importer, OnnxForm
+from fuzz.oracle.verdict import Symptom
 
 ROOT = Path(__file__).resolve().parent.parent
 EPS32 = float(np.float32(1e-5))

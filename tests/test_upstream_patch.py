@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from fuzz.cli import main
-from fuzz.upstream_patch import (
+from fuzz.render.upstream_patch import (
     PASS_PATH,
     TEST_PATH,
     TVM_RUFF_CONFIG,

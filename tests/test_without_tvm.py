@@ -15,13 +15,14 @@ SCRIPT = """
 import tempfile
 from pathlib import Path
 
-import fuzz.campaign, fuzz.check, fuzz.minimize, fuzz.oracle, fuzz.replay, fuzz.report, fuzz.script
-from fuzz.campaign_report import histograms, write_report
-from fuzz.corpus import dumps_entry, load_entry
-from fuzz.findings import FindingRecord, read_finding, write_finding
-from fuzz.github import file_issues
-from fuzz.issue import Issue
-from fuzz.run import Part, RunConfig, summarise
+import fuzz.engine.campaign, fuzz.engine.check, fuzz.engine.minimize, fuzz.oracle.verdict, fuzz.engine.replay, fuzz.render.report, fuzz.render.script
+from fuzz.engine.histograms import histograms
+from fuzz.render.campaign_report import write_report
+from fuzz.store.corpus import dumps_entry, load_entry
+from fuzz.store.findings import FindingRecord, read_finding, write_finding
+from fuzz.render.github import file_issues
+from fuzz.render.issue import Issue
+from fuzz.engine.run import Part, RunConfig, summarise
 
 path = Path("corpus/finite-to-nonfinite.json")
 entry = load_entry(path)
@@ -72,10 +73,10 @@ from hypothesis import strategies as st
 
 from fuzz.backends import resolve_fold
 from fuzz.backends.onnxruntime import onnx_cases
-from fuzz.campaign import run_campaign
-from fuzz.case import OnnxForm
-from fuzz.corpus import load_entry
-from fuzz.report import issue_of
+from fuzz.engine.campaign import run_campaign
+from fuzz.model.case import OnnxForm
+from fuzz.store.corpus import load_entry
+from fuzz.render.report import issue_of
 
 # graphs written one way only: the seam is under test here, not the search (a campaign over
 # every form finds this class too: tests/test_onnxruntime.py, slow)
@@ -94,3 +95,57 @@ def test_an_onnxruntime_campaign_and_its_issue_need_no_tvm() -> None:
     done = run_without_tvm(ORT_SCRIPT, ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip() == "ok"
+
+
+#: What a module's docstring says when it exists for TVM alone and imports it at its top.
+TVM_ALONE = "for tvm alone"
+
+IMPORT_EACH = """
+import importlib, json, sys
+failed = {}
+for name in json.loads(sys.argv[1]):
+    try:
+        importlib.import_module(name)
+    except ImportError as exc:
+        failed[name] = str(exc)
+print(json.dumps(failed))
+"""
+
+
+def _modules() -> dict[str, bool]:
+    """Every module of fuzz and strategies -> whether it says it exists for TVM alone (or
+    lies under ``fuzz/backends/tvm/``)."""
+    import ast
+
+    out: dict[str, bool] = {}
+    for package in ("fuzz", "strategies"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            if name.endswith("__main__"):
+                continue
+            doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+            out[name] = name.startswith("fuzz.backends.tvm.") or TVM_ALONE in " ".join(doc.lower().split())
+    return out
+
+
+def test_every_module_but_tvms_own_imports_without_tvm() -> None:
+    import json
+    import subprocess
+    import sys
+
+    from without_tvm import BLOCK_TVM
+
+    modules = _modules()
+    done = subprocess.run(
+        [sys.executable, "-c", BLOCK_TVM + IMPORT_EACH, json.dumps(sorted(modules))],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    failed = json.loads(done.stdout)
+    wrongly = sorted(set(failed) - {m for m, alone in modules.items() if alone})
+    assert not wrongly, {m: failed[m] for m in wrongly}
+    # and the claim is true the other way: each module that says it needs TVM does
+    says = [m for m, alone in modules.items() if alone and not m.startswith("fuzz.backends.tvm.")]
+    assert len(says) >= 5  # effectiveness, timing, layers, time_to_find, declines
+    stale = sorted(m for m in says if m not in failed)
+    assert not stale, f"say they are for TVM alone but import without it: {stale}"

@@ -3,8 +3,8 @@ show, and what has no row still gets a plain wording."""
 
 from __future__ import annotations
 
-from fuzz.oracle import Symptom
-from fuzz.wording import WORDING, wording
+from fuzz.oracle.verdict import Symptom
+from fuzz.render.wording import WORDING, wording
 
 #: symptoms about TVM's lowering of the unfolded program, never a pass's finding
 NOT_THE_PASS = {Symptom.BASELINE_OUT_OF_TOLERANCE, Symptom.BASELINE_SIGNATURE_CHANGE}

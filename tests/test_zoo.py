@@ -14,8 +14,8 @@ from onnx import TensorProto, numpy_helper
 from tvm import relax
 from tvm.relax.frontend.onnx import from_onnx
 
-from fuzz.execute import count_batch_norms
-from fuzz.zoo import MIN_SIZE, MODELS, OPSET, as_float64, build_model, conv_bn_pairs, reference
+from fuzz.backends.tvm.execute import count_batch_norms
+from fuzz.evaluation.zoo import MIN_SIZE, MODELS, OPSET, as_float64, build_model, conv_bn_pairs, reference
 
 TINY = MIN_SIZE
 ELEMENT = {"float32": TensorProto.FLOAT, "float16": TensorProto.FLOAT16}

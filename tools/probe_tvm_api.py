@@ -1,7 +1,7 @@
-"""Print the TVM API facts ``fuzz/compat.py`` depends on, for the installed TVM.
+"""Print the TVM API facts ``fuzz/backends/tvm/compat.py`` depends on, for the installed TVM.
 
 Run it under each supported release (``make setup TVM=0.26 && .venv/bin/python
-tools/probe_tvm_api.py``) and compare with the table in ``fuzz/compat.py``. It imports
+tools/probe_tvm_api.py``) and compare with the table in ``fuzz/backends/tvm/compat.py``. It imports
 only TVM, so it runs on a release the fuzzer does not support yet.
 """
 

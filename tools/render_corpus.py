@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from fuzz.cli.common import entry_files
-from fuzz.promote import read_as_entry
-from fuzz.report import issues, render_issue, render_script
+from fuzz.engine.promote import read_as_entry
+from fuzz.render.report import issues, render_issue, render_script
 
 
 def main(out: Path, corpus: Path) -> None:

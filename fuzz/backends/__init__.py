@@ -2,7 +2,7 @@
 
 A :class:`Fold` is one fold under test, resolved from the name given on the command line
 (:func:`resolve_fold`): TVM Relax's passes (``upstream``, ``fixed``, ``identity``,
-``mutant:NAME``, ``MODULE:ATTR``; :mod:`fuzz.backends.tvm`) or ONNX Runtime's graph
+``mutant:NAME``, ``MODULE:ATTR``; :mod:`fuzz.backends.tvm.fold`) or ONNX Runtime's graph
 optimizer at a level (``onnxruntime:basic``, ``:extended``, ``:all``;
 :mod:`fuzz.backends.onnxruntime`), an ONNX model tool (``onnxoptimizer``, ``onnxslim``,
 ``onnxsim``; :mod:`fuzz.backends.onnx_tools`), or OpenVINO's CPU plugin (``openvino``;
@@ -10,7 +10,7 @@ optimizer at a level (``onnxruntime:basic``, ``:extended``, ``:all``;
 ``torch:fuse_modules``, ``torch:fx``, ``torch:inductor``; :mod:`fuzz.backends.pytorch`). TVM's names include
 its ONNX path, ``tvm:onnx``. A fold materialises a case in its framework, runs it
 unfolded and folded, and returns what happened as the framework-free values of
-:mod:`fuzz.results` (:class:`~fuzz.results.Execution`); the reference, the oracle, the
+:mod:`fuzz.oracle.results` (:class:`~fuzz.oracle.results.Execution`); the reference, the oracle, the
 campaign, the minimiser and the reports take it from there and import no framework.
 
 Key idea: the registry imports a backend only when a name of it is resolved, so a
@@ -30,9 +30,9 @@ from fuzz.errors import BnfuzzError
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
-    from fuzz.case import Case
-    from fuzz.pipeline import Pipeline
-    from fuzz.results import Execution, Outputs
+    from fuzz.model.case import Case
+    from fuzz.model.pipeline import Pipeline
+    from fuzz.oracle.results import Execution, Outputs
 
 __all__ = [
     "BACKENDS",
@@ -75,8 +75,8 @@ class Fold(Protocol):
         unchanged: bool = True,
         baseline_needed: Callable[[Outputs], bool] | None = None,
     ) -> Execution:
-        """Run ``case`` unfolded and folded (``fuzz.execute.execute`` says what each
-        option means); framework errors become :class:`~fuzz.results.Failure` values."""
+        """Run ``case`` unfolded and folded (``fuzz.backends.tvm.execute.execute`` says what each
+        option means); framework errors become :class:`~fuzz.oracle.results.Failure` values."""
         ...
 
     def cases(self) -> SearchStrategy[Case]:
@@ -120,7 +120,7 @@ class ModelTool:
     #: the code that folds, as the issue names it
     at_fault: str
     #: the code at fault where a finding needs a classifying attribute (``attribute=value``,
-    #: :mod:`fuzz.attributes`), in place of ``at_fault``
+    #: :mod:`fuzz.model.attributes`), in place of ``at_fault``
     at_fault_for: Mapping[str, str] = field(default_factory=dict)
     #: behaviour the tool documents, by the ``attribute=value`` that shows it: its own words.
     #: Its backend draws no such case (see :meth:`fuzz.backends.onnx_tools.ToolFold.cases`).
@@ -221,9 +221,9 @@ class Backend:
 _NATIVE = "its fold or runtime is native code, which can crash the process"
 
 #: Backend name -> its row. Names of TVM, the first backend, carry no prefix; its Python
-#: pass runs in process (its pipelines of native passes are isolated: fuzz.run).
+#: pass runs in process (its pipelines of native passes are isolated: fuzz.engine.run).
 BACKENDS: dict[str, Backend] = {
-    "tvm": Backend("fuzz.backends.tvm", "test"),
+    "tvm": Backend("fuzz.backends.tvm.fold", "test"),
     "onnxruntime": Backend("fuzz.backends.onnxruntime", "onnxruntime", _NATIVE),
     **{name: Backend("fuzz.backends.onnx_tools", "onnx-tools", _NATIVE) for name in MODEL_TOOLS},
     "openvino": Backend(
@@ -263,7 +263,7 @@ def _module(backend: str) -> Any:
 
 def resolve_fold(name: str, *, complete_fold: bool | None = None) -> Fold:
     """The fold named ``name`` (see the module docstring). Raises
-    :class:`fuzz.passes.UnknownPass` (TVM) or the backend's own error for a name it does
+    :class:`fuzz.backends.tvm.passes.UnknownPass` (TVM) or the backend's own error for a name it does
     not have, :class:`BackendMissing` when the framework is not installed."""
     fold: Fold = _module(backend_of(name)).resolve(name, complete_fold=complete_fold)
     return fold

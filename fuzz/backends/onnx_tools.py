@@ -23,9 +23,9 @@ from hypothesis.strategies import SearchStrategy
 
 from fuzz.backends import MODEL_TOOLS, BackendMissing, ModelTool
 from fuzz.backends.onnxruntime import DISABLE_ALL, Folded, FoldFailed, OnnxFold, onnx_cases, session
-from fuzz.case import Case
-from fuzz.onnx_graph import caller_inputs, min_ir_versions, newest_opset
-from fuzz.results import Stage
+from fuzz.model.case import Case
+from fuzz.model.onnx_graph import caller_inputs, min_ir_versions, newest_opset
+from fuzz.oracle.results import Stage
 from strategies.onnx import onnx_forms
 
 __all__ = ["ToolFold", "resolve"]
@@ -81,7 +81,7 @@ class ToolFold(OnnxFold):
 
 
 def _interface(model: Any, ir_version: int) -> str:
-    """A model's graph inputs a caller may feed (:func:`fuzz.onnx_graph.caller_inputs`, at
+    """A model's graph inputs a caller may feed (:func:`fuzz.model.onnx_graph.caller_inputs`, at
     ``ir_version``) and its outputs: ``inputs [x: float32[1, 1, 3, 3]] outputs [...]``."""
 
     def typed(values: Any) -> str:

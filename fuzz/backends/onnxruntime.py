@@ -1,7 +1,7 @@
 """ONNX Runtime, the second backend: its graph optimizer's Conv+BatchNormalization fusion;
 and what every ONNX backend shares (:class:`OnnxFold`).
 
-A case is written as an ONNX model (:func:`fuzz.onnx_graph.onnx_model`, the graph an
+A case is written as an ONNX model (:func:`fuzz.model.onnx_graph.onnx_model`, the graph an
 exporter writes) and run on the CPU execution provider. The unfolded run is the model with
 ``ORT_DISABLE_ALL``. For ONNX Runtime's own fold (:class:`OrtFold`) the folded run is the
 same model at the level the fold names (``onnxruntime:basic``: ``ORT_ENABLE_BASIC``, where
@@ -33,12 +33,12 @@ from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
 import strategies
-from fuzz.case import ONNX_TOPOLOGIES, Case, Importer, OnnxForm
 from fuzz.errors import CaseOutsideBackend, UsageError
 from fuzz.fpenv import register_threads
-from fuzz.onnx_graph import min_ir_versions, newest_opset, onnx_graph, onnx_model
-from fuzz.pipeline import Pipeline
-from fuzz.results import Execution, Failure, Outputs, Stage
+from fuzz.model.case import ONNX_TOPOLOGIES, Case, Importer, OnnxForm
+from fuzz.model.onnx_graph import min_ir_versions, newest_opset, onnx_graph, onnx_model
+from fuzz.model.pipeline import Pipeline
+from fuzz.oracle.results import Execution, Failure, Outputs, Stage
 from strategies.onnx import onnx_forms
 
 __all__ = [
@@ -72,7 +72,7 @@ register_threads("onnxruntime", lambda: THREADS)
 #: The dtypes the CPU execution provider has a Conv for (no float64 Conv kernel; float16
 #: runs through inserted casts to float32).
 DTYPES = ("float32", "float16")
-#: ONNX operator -> the name :func:`fuzz.oracle` counts it by (as Relax names them).
+#: ONNX operator -> the name :func:`fuzz.oracle.verdict` counts it by (as Relax names them).
 OP_NAMES = {
     "Conv": "conv2d",
     "FusedConv": "conv2d",
@@ -182,7 +182,7 @@ class OnnxFold:
 
     def interface(self, given: Any, written: Any) -> tuple[str, str] | None:
         """The model's inputs and outputs before and after the fold, where the fold's
-        output is the product and they differ (see :class:`fuzz.results.Execution`)."""
+        output is the product and they differ (see :class:`fuzz.oracle.results.Execution`)."""
         return None
 
     def execute(
@@ -252,7 +252,7 @@ class OnnxFold:
 
     def cases(self) -> SearchStrategy[Case]:
         """Cases ONNX says and the CPU provider runs (:func:`onnx_cases`), written in every way
-        :class:`~fuzz.case.OnnxForm` has."""
+        :class:`~fuzz.model.case.OnnxForm` has."""
         return onnx_cases(onnx_forms(max_opset=newest_opset(), min_ir_versions=min_ir_versions()))
 
     def version(self) -> str:

@@ -34,8 +34,8 @@ from fuzz.backends import OPENVINO_CONFIG
 from fuzz.backends.onnxruntime import Folded, FoldFailed, OnnxFold
 from fuzz.errors import UsageError
 from fuzz.fpenv import register_threads
-from fuzz.onnx_graph import caller_inputs
-from fuzz.results import Stage
+from fuzz.model.onnx_graph import caller_inputs
+from fuzz.oracle.results import Stage
 
 __all__ = ["CONFIG", "OpenVinoFold", "resolve"]
 

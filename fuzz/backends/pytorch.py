@@ -1,10 +1,10 @@
 """PyTorch: its conv + batch norm folds, run on the CPU as their users call them.
 
-A case is written as an ``nn.Module`` (:func:`fuzz.torch_model.torch_model`: the module's
+A case is written as an ``nn.Module`` (:func:`fuzz.model.torch_model.torch_model`: the module's
 source, run here with ``exec`` as a reproducer script runs it, and the case's exact values
 loaded by name), put in eval mode, and run unfolded eagerly under ``torch.no_grad()``. Each
-fold (``torch:NAME``, :data:`fuzz.torch_model.FOLDS`) is applied with the source
-:func:`fuzz.torch_model.fold_source` writes, and the folded module run the same way.
+fold (``torch:NAME``, :data:`fuzz.model.torch_model.FOLDS`) is applied with the source
+:func:`fuzz.model.torch_model.fold_source` writes, and the folded module run the same way.
 
 Inductor (``torch:inductor``) freezes the module's parameters into the compiled graph as
 constants and folds with them, so a compiled module cannot be reused across value sets: one
@@ -36,12 +36,12 @@ from torch import nn
 from torch._dynamo.utils import counters
 
 import strategies
-from fuzz.case import TORCH_TOPOLOGIES, Case, Importer, Tensor, Topology, np_dtype
 from fuzz.errors import CaseOutsideBackend, UsageError
 from fuzz.fpenv import register_threads
-from fuzz.pipeline import Pipeline
-from fuzz.results import Execution, Failure, Outputs, Stage
-from fuzz.torch_model import FOLDS, TorchModel, fold_source, torch_model
+from fuzz.model.case import TORCH_TOPOLOGIES, Case, Importer, Tensor, Topology, np_dtype
+from fuzz.model.pipeline import Pipeline
+from fuzz.model.torch_model import FOLDS, TorchModel, fold_source, torch_model
+from fuzz.oracle.results import Execution, Failure, Outputs, Stage
 from strategies.attributes import MOSTLY_FALSE
 from strategies.options import DEFAULT_DTYPES
 from strategies.torch_forms import torch_forms
@@ -228,7 +228,7 @@ class TorchFold:
         return outputs
 
     def cases(self) -> SearchStrategy[Case]:
-        """Cases a module says, in every dtype, written in every way :class:`~fuzz.case.TorchForm`
+        """Cases a module says, in every dtype, written in every way :class:`~fuzz.model.case.TorchForm`
         has; ``fuse_conv_bn_eval`` and ``fuse_modules`` are handed a conv and batch norm
         by name, so their cases have no conv output used twice (which the caller would see),
         and ``fuse_conv_bn_eval``'s no batch norm without running statistics (its documented

@@ -7,7 +7,7 @@ commands' arguments to the parser (``add_parsers``) and maps each command to a f
 prints. :func:`main` parses, dispatches through the table, and turns every
 :class:`fuzz.errors.BnfuzzError` into one line on standard error and exit code 2.
 TVM's native warnings are counted, not printed, for every command
-(:mod:`fuzz.native_log`). Exit codes per command are in each command's ``--help``.
+(:mod:`fuzz.engine.native_log`). Exit codes per command are in each command's ``--help``.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from collections.abc import Callable
 
 from fuzz.cli import bench, effectiveness, entries, run, upstream
 from fuzz.cli.common import require_tvm
+from fuzz.engine.native_log import NativeLog
 from fuzz.errors import EXIT_ERROR, BnfuzzError
 from fuzz.fpenv import keeps_subnormals
-from fuzz.native_log import NativeLog
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 

@@ -114,7 +114,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def _time_to_find(args: argparse.Namespace) -> int:
-    from fuzz.time_to_find import failed, run_time_to_find, targets
+    from fuzz.evaluation.time_to_find import failed, run_time_to_find, targets
 
     only = [w for w in args.only.split(",") if w]  # user input: --only A,B
     try:
@@ -136,7 +136,7 @@ def _time_to_find(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from fuzz.bench import run_backend_bench, run_bench, run_isolation_bench
+    from fuzz.evaluation.bench import run_backend_bench, run_bench, run_isolation_bench
 
     if args.time_to_find:
         return _time_to_find(args)

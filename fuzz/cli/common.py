@@ -29,7 +29,7 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_USAGE = 0, 1, EXIT_ERROR
 EXIT_INTERRUPTED = 130
 
 
-#: The TVM releases the fuzzer is tested on (``fuzz/compat.py`` keeps their differences;
+#: The TVM releases the fuzzer is tested on (``fuzz/backends/tvm/compat.py`` keeps their differences;
 #: the nightly matrix runs each). ``BNFUZZ_ANY_TVM=1`` tries another one, e.g. a build of
 #: TVM's main branch.
 SUPPORTED_TVM = ("0.25", "0.26", "0.27")

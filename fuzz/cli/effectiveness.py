@@ -101,8 +101,8 @@ def _effectiveness(args: argparse.Namespace) -> int:
         if given:
             raise UsageError(f"{', '.join(given)}: only for the model zoo, not with --layers")
         return _layer_effectiveness(args, make_pass, upstream, log)
-    from fuzz.effectiveness import DEFAULT_SIZE, VARIANTS, run_effectiveness
-    from fuzz.zoo import MIN_SIZE, MODELS
+    from fuzz.evaluation.effectiveness import DEFAULT_SIZE, VARIANTS, run_effectiveness
+    from fuzz.evaluation.zoo import MIN_SIZE, MODELS
 
     models = comma_names(args.models, "--models", "model", list(MODELS))
     variants = comma_names(args.variants, "--variants", "variant", list(VARIANTS))
@@ -124,7 +124,7 @@ def _effectiveness(args: argparse.Namespace) -> int:
         number=args.number,
         log=log,
     )
-    from fuzz.compat import tvm_version
+    from fuzz.backends.tvm.compat import tvm_version
 
     summary = {
         "pass": args.pass_name,
@@ -144,7 +144,7 @@ def _effectiveness(args: argparse.Namespace) -> int:
 
 
 def _layer_effectiveness(args: argparse.Namespace, make_pass: Any, upstream: Any, log: Any) -> int:
-    from fuzz.layers import run_layers
+    from fuzz.evaluation.layers import run_layers
 
     rows = run_layers(make_pass, upstream, rounds=args.rounds, number=args.number, log=log)
     if args.json:

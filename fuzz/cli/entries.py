@@ -15,8 +15,8 @@ from fuzz.cli.common import (
     entry_files,
     resolve,
 )
+from fuzz.engine.run import check_out_dir
 from fuzz.errors import UsageError
-from fuzz.run import check_out_dir
 
 __all__ = ["COMMANDS", "add_parsers"]
 
@@ -126,8 +126,8 @@ def add_parsers(sub: Any) -> None:
 
 
 def _promote(args: argparse.Namespace) -> int:
-    from fuzz.corpus import EntryError
-    from fuzz.promote import promote
+    from fuzz.engine.promote import promote
+    from fuzz.store.corpus import EntryError
 
     passes = tuple(p for p in args.passes.split(",") if p)  # user input: --passes A,B
     for name in passes:
@@ -143,11 +143,12 @@ def _promote(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from fuzz.corpus import EntryError
+    from fuzz.engine.promote import read_as_entry
+    from fuzz.engine.replay import replay
     from fuzz.errors import CaseOutsideBackend
     from fuzz.fpenv import FlushUnsupported, machine, machine_differences
-    from fuzz.promote import read_as_entry
-    from fuzz.replay import replay, run_script
+    from fuzz.render.script import run_script
+    from fuzz.store.corpus import EntryError
 
     if args.pass_name is not None:
         resolve(args.pass_name)
@@ -207,9 +208,9 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _render(args: argparse.Namespace) -> int:
-    from fuzz.corpus import EntryError
-    from fuzz.promote import read_as_entry
-    from fuzz.report import render_issue, render_script
+    from fuzz.engine.promote import read_as_entry
+    from fuzz.render.report import render_issue, render_script
+    from fuzz.store.corpus import EntryError
 
     try:
         entry = read_as_entry(args.path)
@@ -220,8 +221,8 @@ def _render(args: argparse.Namespace) -> int:
 
 
 def _triage(args: argparse.Namespace) -> int:
-    from fuzz.corpus import EntryError
-    from fuzz.promote import read_as_entry
+    from fuzz.engine.promote import read_as_entry
+    from fuzz.store.corpus import EntryError
 
     groups: dict[str, list[tuple[int, Path]]] = {}
     bad = 0
@@ -241,10 +242,10 @@ def _triage(args: argparse.Namespace) -> int:
 
 
 def _declines(args: argparse.Namespace) -> int:
-    from fuzz.corpus import dumps_entry
-    from fuzz.decline import Reason
-    from fuzz.declines import DeclineNotFound, decline_entry
-    from fuzz.storage import file_name, write_atomic
+    from fuzz.engine.declines import DeclineNotFound, decline_entry
+    from fuzz.model.decline import Reason
+    from fuzz.store.corpus import dumps_entry
+    from fuzz.store.storage import file_name, write_atomic
 
     passes = tuple(p for p in args.passes.split(",") if p)  # user input: --passes A,B
     for name in (args.pass_name, *passes):

@@ -20,7 +20,7 @@ from fuzz.cli.common import (
     positive,
     resolve,
 )
-from fuzz.run import check_out_dir
+from fuzz.engine.run import check_out_dir
 
 __all__ = ["COMMANDS", "add_parsers"]
 
@@ -183,7 +183,7 @@ PROGRESS_SECONDS = 30.0
 
 
 def _run(args: argparse.Namespace) -> int:
-    from fuzz.run import RunConfig, run
+    from fuzz.engine.run import RunConfig, run
 
     config = RunConfig.from_namespace(args)
     make_pass = resolve(config.pass_name, config.must_fold)
@@ -210,7 +210,7 @@ def _program() -> str:
 
 def _next_steps(out: Path | None, summary: dict[str, Any]) -> list[str]:
     """What a run wrote and the commands that take its findings further."""
-    from fuzz.storage import file_name
+    from fuzz.store.storage import file_name
 
     if not summary["findings"]:
         return []
@@ -239,7 +239,7 @@ def _finish(
     (``output_error``, or the report now), the summary is still printed, every finding in
     it, then the error: exit 2."""
     if args.report is not None:
-        from fuzz.campaign_report import write_report
+        from fuzz.render.campaign_report import write_report
 
         try:
             summary["report"] = str(write_report(summary, args.report, args.out))

@@ -21,7 +21,7 @@ __all__ = [
 
 
 def progress_line(p: Any) -> str:
-    """A :class:`fuzz.campaign_result.Progress` as one line."""
+    """A :class:`fuzz.engine.campaign_result.Progress` as one line."""
     state = "shrinking a new finding" if p.shrinking else "searching"
     return f"[{p.seconds:6.1f}s] {p.examples} examples, {len(p.hits)} distinct findings, {state}"
 
@@ -174,7 +174,7 @@ _ZOO_PASSES = ("upstream", "pass", "bounded")
 
 
 def zoo_table(summary: dict[str, Any]) -> str:
-    """One line per model and variant (fuzz/effectiveness.py says what each figure is),
+    """One line per model and variant (fuzz/evaluation/effectiveness.py says what each figure is),
     then a legend and notes: exceptions, failures, flagged folds."""
     out: list[str] = []
     emit = out.append

@@ -69,10 +69,10 @@ def add_parsers(sub: Any) -> None:
 
 
 def _file_issues(args: argparse.Namespace) -> int:
-    from fuzz.corpus import EntryError
-    from fuzz.github import GitHub, GitHubError, file_issues
-    from fuzz.promote import read_as_entry
-    from fuzz.report import issues
+    from fuzz.engine.promote import read_as_entry
+    from fuzz.render.github import GitHub, GitHubError, file_issues
+    from fuzz.render.report import issues
+    from fuzz.store.corpus import EntryError
 
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", args.repo):  # user input: OWNER/NAME
         raise UsageError(f"--repo {args.repo!r}: expected OWNER/NAME")
@@ -117,8 +117,8 @@ def _file_issues(args: argparse.Namespace) -> int:
 
 
 def _upstream_patch(args: argparse.Namespace) -> int:
-    from fuzz.storage import write_atomic
-    from fuzz.upstream_patch import upstream_patch
+    from fuzz.render.upstream_patch import upstream_patch
+    from fuzz.store.storage import write_atomic
 
     diff = upstream_patch()
     if args.out is None:

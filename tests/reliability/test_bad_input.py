@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from cases import make_case
 
-from fuzz.case_json import case_to_json
 from fuzz.cli import main
 from fuzz.cli.common import SUPPORTED_TVM
-from fuzz.corpus import ENTRY_SCHEMA, EntryError, load_entry
+from fuzz.model.case_json import case_to_json
+from fuzz.store.corpus import ENTRY_SCHEMA, EntryError, load_entry
 
 ROOT = Path(__file__).resolve().parents[2]
 

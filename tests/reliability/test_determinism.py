@@ -39,11 +39,11 @@ def test_every_entry_replays_bit_identically_in_a_fresh_process(corpus: Replays)
 #: generation and shrinking), with its verdict; then the signatures it reports.
 CAMPAIGN = """
 import hashlib
-from fuzz.campaign import run_campaign
-from fuzz.check import check
-from fuzz.case_json import dumps
-from fuzz.compile_cache import CompileCache
-from fuzz.passes import resolve_pass
+from fuzz.engine.campaign import run_campaign
+from fuzz.engine.check import check
+from fuzz.model.case_json import dumps
+from fuzz.backends.tvm.compile_cache import CompileCache
+from fuzz.backends.tvm.passes import resolve_pass
 upstream, runner, digest, count = resolve_pass("upstream"), CompileCache().run, hashlib.sha256(), 0
 def checker(case, pipeline):
     global count

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from fuzz.storage import write_atomic
+from fuzz.store.storage import write_atomic
 
 ROOT = Path(__file__).resolve().parents[2]
 

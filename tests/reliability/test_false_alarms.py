@@ -14,10 +14,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import settings
 
-from fuzz.campaign import run_campaign
-from fuzz.compile_cache import CompileCache
-from fuzz.oracle import Symptom
-from fuzz.passes import resolve_pass
+from fuzz.backends.tvm.compile_cache import CompileCache
+from fuzz.backends.tvm.passes import resolve_pass
+from fuzz.engine.campaign import run_campaign
+from fuzz.oracle.verdict import Symptom
 
 
 @pytest.mark.parametrize("name", ["identity", "fixed"])

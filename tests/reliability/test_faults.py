@@ -80,7 +80,7 @@ def test_kill_9_of_a_worker_keeps_its_findings_and_the_others_report(tmp_path: P
         "--report", str(report),
     ) as process:  # fmt: skip
         before = wait_for_findings(out, process)
-        pids = subprocess.run(  # the workers, not the filter of TVM's log (fuzz/native_log.py)
+        pids = subprocess.run(  # the workers, not the filter of TVM's log (fuzz/engine/native_log.py)
             ["pgrep", "-P", str(process.pid), "-f", "fuzz.cli run"], capture_output=True, text=True
         ).stdout.split()
         assert len(pids) == 2
