@@ -157,12 +157,12 @@ def test_the_shipped_corpus_previews_one_issue_per_root_cause(corpus: Replays) -
 
 
 def test_an_entry_found_against_a_mutant_that_upstream_fails_too_is_upstream_s() -> None:
-    from fuzz.render.report import addressed_to_upstream, issue_of, render_script
+    from fuzz.render.report import addressed, issue_of, render_script
     from fuzz.store.corpus import load_entry
 
     entry = load_entry(ROOT / "corpus" / "mutants" / "finite-to-nonfinite.json")
     assert entry.pass_name.startswith("mutant:") and entry.expect["upstream"] == "fails"
-    upstream = addressed_to_upstream(entry)
+    upstream = addressed(entry)
     assert upstream.pass_name == "upstream" and upstream.symptom.value == "finite-to-nonfinite"
     assert upstream.signature == "finite-to-nonfinite"  # measured on upstream, not typed in
     issue = issue_of([upstream])
@@ -171,7 +171,7 @@ def test_an_entry_found_against_a_mutant_that_upstream_fails_too_is_upstream_s()
     assert "relax.transform.FoldBatchnormToConv2D()" in script and "mutant" not in script
     # an entry of TVM's own pass, or one upstream passes, stays as it is
     fixed_only = load_entry(ROOT / "corpus" / "declines" / "declined_reason=range_.json")
-    assert addressed_to_upstream(fixed_only) is fixed_only
+    assert addressed(fixed_only) is fixed_only
 
 
 def test_an_issue_is_never_filed_into_another_known_project_s_tracker() -> None:

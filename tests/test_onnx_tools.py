@@ -42,7 +42,7 @@ def onnx_case(**kwargs: Any) -> Case:
 @pytest.mark.parametrize("name", TOOLS)
 def test_a_tool_name_resolves_to_its_backend(name: str) -> None:
     fold = resolve_fold(name)
-    assert isinstance(fold, ToolFold) and fold.backend == name == backend_of(name)
+    assert isinstance(fold, ToolFold) and fold.framework == name == backend_of(name).key
     assert fold.version()[0].isdigit() and not fold.complete_fold
 
 
@@ -120,7 +120,7 @@ def test_a_tool_raises_on_statistics_per_position_naming_its_own_code() -> None:
 
 def test_a_tool_that_raises_is_a_finding_at_the_pass_stage() -> None:
     fold = resolve_fold("onnxslim")
-    broken = ToolFold(name="onnxslim", backend="onnxslim", tool=MODEL_TOOLS["onnxslim"], module=_Raising())
+    broken = ToolFold(name="onnxslim", framework="onnxslim", tool=MODEL_TOOLS["onnxslim"], module=_Raising())
     assert fold.tool == broken.tool
     finding = check(onnx_case(), broken).verdict.primary
     assert finding is not None and finding.symptom is Symptom.PASS_EXCEPTION and finding.stage is Stage.PASS

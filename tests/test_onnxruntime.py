@@ -42,9 +42,9 @@ def onnx_case(**kwargs: Any) -> Case:
 
 
 def test_names_resolve_to_their_backend() -> None:
-    assert backend_of("onnxruntime:basic") == "onnxruntime" and backend_of("upstream") == "tvm"
-    assert backend_of("fuzz.backends.tvm.passes:identity") == "tvm"  # MODULE:ATTR stays TVM's
-    assert isinstance(BASIC, OrtFold) and BASIC.backend == "onnxruntime" and not BASIC.complete_fold
+    assert backend_of("onnxruntime:basic").key == "onnxruntime" and backend_of("upstream").key == "tvm"
+    assert backend_of("fuzz.backends.tvm.passes:identity").key == "tvm"  # MODULE:ATTR stays TVM's
+    assert isinstance(BASIC, OrtFold) and BASIC.framework == "onnxruntime" and not BASIC.complete_fold
     assert set(BACKENDS) == {
         "tvm",
         "onnxruntime",
@@ -172,7 +172,7 @@ def test_a_campaign_finds_the_overflow_class(tmp_path: Path) -> None:
         [sys.executable, "-m", "fuzz.cli", *command], capture_output=True, text=True, cwd=ROOT, timeout=600
     )
     summary = json.loads(done.stdout)
-    assert done.returncode == 1 and summary["framework"].startswith("onnxruntime "), done.stderr
+    assert done.returncode == 1 and summary["framework"].startswith("ONNX Runtime "), done.stderr
     symptoms = {f["symptom"] for f in summary["findings"]}
     assert "finite-to-nonfinite" in symptoms, summary["findings"]
     assert len(list(out.glob("*.json"))) == len(summary["findings"])
@@ -229,7 +229,7 @@ def test_the_overflow_entry_s_script_needs_no_tvm(tmp_path: Path) -> None:
 def test_bench_has_a_row_for_onnxruntime(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--pass", "onnxruntime:basic", "--seconds", "1", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["framework"].startswith("onnxruntime ")
+    assert summary["framework"].startswith("ONNX Runtime ")
     assert summary["checked"]["value_sets"] >= 1 and summary["checked"]["per_second"] > 0
     assert summary["campaign"]["value_sets"] >= 1
 

@@ -38,7 +38,9 @@ def onnx_case(form: OnnxForm | None = None, **kwargs: object) -> Case:
 
 
 def test_the_name_resolves_to_the_backend() -> None:
-    assert isinstance(OPENVINO, OpenVinoFold) and OPENVINO.backend == backend_of("openvino") == "openvino"
+    assert (
+        isinstance(OPENVINO, OpenVinoFold) and OPENVINO.framework == backend_of("openvino").key == "openvino"
+    )
     assert OPENVINO.version()[0].isdigit()
     with pytest.raises(UsageError, match="openvino"):
         resolve_fold("openvino:gpu")
@@ -152,7 +154,7 @@ def test_a_campaign_finds_the_overflow_class(tmp_path: Path) -> None:
         capture_output=True, text=True, cwd=ROOT, timeout=600,
     )  # fmt: skip
     summary = json.loads(done.stdout)
-    assert done.returncode == 1 and summary["framework"].startswith("openvino "), done.stderr
+    assert done.returncode == 1 and summary["framework"].startswith("OpenVINO "), done.stderr
     assert "finite-to-nonfinite" in {f["symptom"] for f in summary["findings"]}, summary["findings"]
 
 

@@ -24,7 +24,7 @@ from test_property import bn_constants_out_of_range  # noqa: E402
 from without_tvm import run_script_without_tvm  # noqa: E402
 
 from fuzz.backends import backend_of, resolve_fold  # noqa: E402
-from fuzz.backends.pytorch import TorchFold, TorchRejects, materialise, run_module  # noqa: E402
+from fuzz.backends.torch import TorchFold, TorchRejects, materialise, run_module  # noqa: E402
 from fuzz.engine.check import check  # noqa: E402
 from fuzz.engine.replay import replay  # noqa: E402
 from fuzz.engine.run import RunConfig  # noqa: E402
@@ -36,7 +36,7 @@ from fuzz.oracle.results import Failure, Outputs  # noqa: E402
 from fuzz.oracle.verdict import Symptom  # noqa: E402
 from fuzz.render.report import issue_of  # noqa: E402
 from fuzz.render.script import render_script  # noqa: E402
-from fuzz.render.torch_issue import at_fault  # noqa: E402
+from fuzz.render.torch import at_fault  # noqa: E402
 from fuzz.store.corpus import Entry, load_entry  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,7 +60,7 @@ def unfolded(case: Case) -> Outputs | Failure:
 def test_names_resolve_to_the_torch_backend() -> None:
     for name in NAMES:
         fold = resolve_fold(name)
-        assert isinstance(fold, TorchFold) and fold.backend == name and backend_of(name) == "torch"
+        assert isinstance(fold, TorchFold) and fold.framework == "torch" and backend_of(name).key == "torch"
     with pytest.raises(UsageError, match="torch:fuse_conv_bn_eval"):
         resolve_fold("torch:nothing")
 
@@ -307,7 +307,7 @@ def test_a_campaign_finds_the_overflow_class(tmp_path: Path) -> None:
         [sys.executable, "-m", "fuzz.cli", *command], capture_output=True, text=True, cwd=ROOT, timeout=600
     )
     summary = json.loads(done.stdout)
-    assert done.returncode == 1 and summary["framework"].startswith("torch:fuse_conv_bn_eval 2."), done.stderr
+    assert done.returncode == 1 and summary["framework"].startswith("PyTorch 2."), done.stderr
     assert "finite-to-nonfinite" in {f["symptom"] for f in summary["findings"]}, summary["findings"]
 
 
@@ -334,7 +334,7 @@ def _tiered(paths: list[Path]) -> list[Any]:
 @pytest.mark.parametrize("path", _tiered(TORCH_ENTRIES))
 def test_a_corpus_entry_replays_as_it_expects(path: Path) -> None:
     entry = load_entry(path)
-    assert backend_of(entry.pass_name) == "torch" and entry.expect[entry.pass_name] == "fails"
+    assert backend_of(entry.pass_name).key == "torch" and entry.expect[entry.pass_name] == "fails"
     for name in entry.expect:
         assert replay(entry, name).as_expected, name
 

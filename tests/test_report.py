@@ -20,7 +20,9 @@ from fuzz.backends import backend_of
 from fuzz.cli import main
 from fuzz.oracle.results import Outputs
 from fuzz.oracle.verdict import Symptom
-from fuzz.render.report import UPSTREAM_MODULE, _difference, issue_of, render_issue, render_script
+from fuzz.render.report import issue_of, render_issue, render_script
+from fuzz.render.skeleton import _difference
+from fuzz.render.tvm import UPSTREAM_MODULE
 from fuzz.store.corpus import load_entry
 
 pytestmark = pytest.mark.xdist_group("corpus")
@@ -210,7 +212,7 @@ def test_every_entry_s_issue_shows_a_difference(path: Path, corpus: Replays) -> 
     if entry.declined:  # expected behaviour: no difference to show, and no [Bug]
         assert text.startswith("# [Expected behaviour]") and "This is not a bug" in text
         return
-    marker = "\nActual: " if backend_of(entry.pass_name) != "tvm" else "### Actual behavior\n\n"
+    marker = "\nActual: " if not backend_of(entry.pass_name).tvm_passes else "### Actual behavior\n\n"
     actual = text.split(marker, 1)[1].split("\n### ", 1)[0]
     failed = ("raises `", "died of", "Check failed", "fails to")
     if any(word in actual for word in failed):

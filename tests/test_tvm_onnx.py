@@ -28,7 +28,7 @@ TVM_ONNX = resolve_fold("tvm:onnx")
 
 
 def test_the_onnx_path_ends_in_upstream_or_the_pass_named() -> None:
-    assert TVM_ONNX.backend == backend_of("tvm:onnx") == "tvm" and TVM_ONNX.onnx_only
+    assert TVM_ONNX.framework == backend_of("tvm:onnx").key == "tvm" and TVM_ONNX.onnx_only
     fixed = resolve_fold("tvm:onnx:fixed")
     assert fixed.onnx_only and fixed.name == "tvm:onnx:fixed" and fixed.complete_fold
     with pytest.raises(UnknownPass):

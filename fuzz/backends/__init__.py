@@ -7,7 +7,7 @@ optimizer at a level (``onnxruntime:basic``, ``:extended``, ``:all``;
 :mod:`fuzz.backends.onnxruntime`), an ONNX model tool (``onnxoptimizer``, ``onnxslim``,
 ``onnxsim``; :mod:`fuzz.backends.onnx_tools`), or OpenVINO's CPU plugin (``openvino``;
 :mod:`fuzz.backends.openvino`), or one of PyTorch's folds (``torch:fuse_conv_bn_eval``,
-``torch:fuse_modules``, ``torch:fx``, ``torch:inductor``; :mod:`fuzz.backends.pytorch`). TVM's names include
+``torch:fuse_modules``, ``torch:fx``, ``torch:inductor``; :mod:`fuzz.backends.torch`). TVM's names include
 its ONNX path, ``tvm:onnx``. A fold materialises a case in its framework, runs it
 unfolded and folded, and returns what happened as the framework-free values of
 :mod:`fuzz.oracle.results` (:class:`~fuzz.oracle.results.Execution`); the reference, the oracle, the
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BACKENDS",
+    "DEFAULT_BACKEND",
     "MODEL_TOOLS",
     "OPENVINO_CONFIG",
     "Backend",
@@ -46,7 +47,10 @@ __all__ = [
     "Runner",
     "as_fold",
     "backend_of",
+    "pass_help",
+    "report_of",
     "resolve_fold",
+    "scope_of",
 ]
 
 #: A backend's way to compile and run programs, shared by the checks of one campaign (TVM:
@@ -60,8 +64,8 @@ class Fold(Protocol):
 
     #: the name it was resolved from (``upstream``, ``onnxruntime:basic``)
     name: str
-    #: the framework: ``tvm``, ``onnxruntime``
-    backend: str
+    #: the key of its backend's row (:data:`BACKENDS`): ``tvm``, ``onnxruntime``, ``torch``
+    framework: str
     #: claims to fold every batch_norm it has no stated reason to keep (``missed-fold``)
     complete_fold: bool
 
@@ -205,32 +209,107 @@ OPENVINO_CONFIG: dict[str, Any] = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE
 
 @dataclass(frozen=True)
 class Backend:
-    """A row of the registry: where a backend's code is, what installs its framework, and
-    whether its campaigns check in a worker process by default."""
+    """A row of the registry: everything the fuzzer knows of a backend outside its two
+    modules. Reports, scripts, ``file-issues``' trackers, ``--help`` and the docs' tables
+    come from the rows; nothing else names a backend."""
 
-    #: the module that resolves its fold names
-    module: str
+    #: its key: the fold names it resolves begin with ``KEY:`` (``onnxruntime:basic``) or are
+    #: the key itself (``onnxslim``); TVM's names carry no key (``upstream``)
+    key: str
+    #: the framework as its users name it, in summaries and issues (``ONNX Runtime``)
+    framework: str
+    #: the module that resolves its fold names: ``resolve(name, complete_fold=None) -> Fold``
+    fold: str
+    #: the module that writes what is sent to its project (:mod:`fuzz.render`):
+    #: ``issue(entries, checked) -> Issue`` and ``script(entry) -> str``
+    report: str
+    #: its GitHub repository: where its issues go, and a tracker ``file-issues`` never files
+    #: another project's issue into
+    project: str
     #: the extra of this project that installs its framework
     extra: str
+    #: its fold names, as ``--help`` and the docs list them
+    names: str
     #: why its campaigns check in a worker by default (``bnfuzz run --isolate``: a native
     #: crash becomes a finding instead of the end of the campaign), or "" for in process
     isolated_because: str = ""
+    #: what its signatures begin with: ``"backend"`` its key (``onnxruntime:``), ``"fold"``
+    #: the fold's name where each fold is its own code (``torch:fx:``), ``""`` nothing (TVM's)
+    signed_by: str = "backend"
+    #: whether its folds run among TVM's passes (``--pipelines``) and its campaigns compile
+    #: once through a compile cache
+    tvm_passes: bool = False
+
+    def scope(self, fold_name: str) -> str:
+        """What a signature of a bug of ``fold_name`` begins with (before ``:``), or ""."""
+        return {"backend": self.key, "fold": fold_name, "": ""}[self.signed_by]
 
 
 #: What makes a backend's campaigns check in a worker by default: C++ that can crash.
 _NATIVE = "its fold or runtime is native code, which can crash the process"
 
-#: Backend name -> its row. Names of TVM, the first backend, carry no prefix; its Python
-#: pass runs in process (its pipelines of native passes are isolated: fuzz.engine.run).
+#: The backend of every fold name no other row claims (TVM's names carry no key).
+DEFAULT_BACKEND = "tvm"
+
+#: Backend key -> its row. TVM's Python pass runs in process (its pipelines of native
+#: passes are isolated: fuzz.engine.run).
 BACKENDS: dict[str, Backend] = {
-    "tvm": Backend("fuzz.backends.tvm.fold", "test"),
-    "onnxruntime": Backend("fuzz.backends.onnxruntime", "onnxruntime", _NATIVE),
-    **{name: Backend("fuzz.backends.onnx_tools", "onnx-tools", _NATIVE) for name in MODEL_TOOLS},
+    "tvm": Backend(
+        "tvm",
+        "TVM",
+        "fuzz.backends.tvm.fold",
+        "fuzz.render.tvm",
+        "apache/tvm",
+        "test",
+        "'upstream' (TVM's FoldBatchnormToConv2D), 'fixed' (ours), 'identity' (changes nothing), "
+        "'mutant:NAME', MODULE:ATTR naming a pass class, factory or instance, 'tvm:onnx' (TVM's ONNX "
+        "frontend, then upstream; 'tvm:onnx:PASS' ends in another)",
+        signed_by="",
+        tvm_passes=True,
+    ),
+    "onnxruntime": Backend(
+        "onnxruntime",
+        "ONNX Runtime",
+        "fuzz.backends.onnxruntime",
+        "fuzz.render.onnxruntime",
+        "microsoft/onnxruntime",
+        "onnxruntime",
+        "'onnxruntime:basic', ':extended', ':all' (its graph optimizer at that level)",
+        _NATIVE,
+    ),
+    **{
+        name: Backend(
+            name,
+            name,
+            "fuzz.backends.onnx_tools",
+            "fuzz.render.onnx_tools",
+            tool.project,
+            "onnx-tools",
+            f"'{name}' (`{tool.call}`)",
+            _NATIVE,
+        )
+        for name, tool in MODEL_TOOLS.items()
+    },
     "openvino": Backend(
-        "fuzz.backends.openvino", "openvino", _NATIVE + " (a campaign of its died of a segfault)"
+        "openvino",
+        "OpenVINO",
+        "fuzz.backends.openvino",
+        "fuzz.render.openvino",
+        "openvinotoolkit/openvino",
+        "openvino",
+        "'openvino' (its CPU plugin)",
+        _NATIVE + " (a campaign of its died of a segfault)",
     ),
     "torch": Backend(
-        "fuzz.backends.pytorch", "torch", _NATIVE + " (oneDNN's eager convolution was seen to segfault)"
+        "torch",
+        "PyTorch",
+        "fuzz.backends.torch",
+        "fuzz.render.torch",
+        "pytorch/pytorch",
+        "torch",
+        "'torch:fuse_conv_bn_eval', 'torch:fuse_modules', 'torch:fx', 'torch:inductor'",
+        _NATIVE + " (oneDNN's eager convolution was seen to segfault)",
+        signed_by="fold",
     ),
 }
 
@@ -239,39 +318,53 @@ class BackendMissing(BnfuzzError):
     """A fold was named whose framework is not installed."""
 
 
-def backend_of(name: str) -> str:
-    """The backend a fold name belongs to: a model tool's name (``onnxslim``), or a prefix
-    that names a backend (``onnxruntime:basic``), else TVM (``upstream``, ``mutant:NAME``,
-    ``MODULE:ATTR``)."""
-    if name in MODEL_TOOLS or name == "openvino":
-        return name
-    prefix, colon, _ = name.partition(":")
-    return prefix if colon and prefix in BACKENDS and prefix != "tvm" else "tvm"
+def backend_of(name: str) -> Backend:
+    """The row of the backend a fold name belongs to: a key that is a whole name
+    (``onnxslim``) or a prefix (``onnxruntime:basic``), else the default (TVM:
+    ``upstream``, ``mutant:NAME``, ``MODULE:ATTR``)."""
+    key = name if name in BACKENDS else name.partition(":")[0] if ":" in name else ""
+    return BACKENDS.get(key, BACKENDS[DEFAULT_BACKEND])
 
 
-def _module(backend: str) -> Any:
-    module_name, extra = BACKENDS[backend].module, BACKENDS[backend].extra
+def _module(row: Backend, module_name: str) -> Any:
     try:
         return importlib.import_module(module_name)
     except ImportError as exc:
         missing = getattr(exc, "name", None) or str(exc)
         raise BackendMissing(
-            f"the {backend} backend needs {missing!r}, which is not installed: "
-            f"pip install -e '.[{extra}]' (or `make setup`) installs it"
+            f"the {row.key} backend needs {missing!r}, which is not installed: "
+            f"pip install -e '.[{row.extra}]' (or `make setup`) installs it"
         ) from None
 
 
 def resolve_fold(name: str, *, complete_fold: bool | None = None) -> Fold:
     """The fold named ``name`` (see the module docstring). Raises
-    :class:`fuzz.backends.tvm.passes.UnknownPass` (TVM) or the backend's own error for a name it does
-    not have, :class:`BackendMissing` when the framework is not installed."""
-    fold: Fold = _module(backend_of(name)).resolve(name, complete_fold=complete_fold)
+    :class:`fuzz.backends.tvm.passes.UnknownPass` (TVM) or the backend's own error for a
+    name it does not have, :class:`BackendMissing` when the framework is not installed."""
+    row = backend_of(name)
+    fold: Fold = _module(row, row.fold).resolve(name, complete_fold=complete_fold)
     return fold
+
+
+def scope_of(name: str) -> str:
+    """What a signature of a bug of fold ``name`` begins with (:meth:`Backend.scope`)."""
+    return backend_of(name).scope(name)
+
+
+def report_of(name: str) -> Any:
+    """The report module (:attr:`Backend.report`) of the backend of fold ``name``."""
+    return importlib.import_module(backend_of(name).report)
 
 
 def as_fold(make_pass: PassLike) -> Fold:
     """``make_pass`` as a :class:`Fold`: a fold as it is, a factory of TVM passes wrapped."""
     if isinstance(make_pass, Fold):
         return make_pass
-    fold: Fold = _module("tvm").fold_of(make_pass)
+    row = BACKENDS[DEFAULT_BACKEND]
+    fold: Fold = _module(row, row.fold).fold_of(make_pass)
     return fold
+
+
+def pass_help() -> str:
+    """Every backend's fold names, for ``--pass``' help."""
+    return "; ".join(f"{row.framework}: {row.names}" for row in BACKENDS.values())

@@ -106,4 +106,4 @@ def resolve(name: str, *, complete_fold: bool | None = None) -> ToolFold:
             f"the {name} backend needs {tool.module!r}, which is not installed: "
             "pip install -e '.[onnx-tools]' (or `make setup`) installs it"
         ) from None
-    return ToolFold(name=name, backend=name, complete_fold=bool(complete_fold), tool=tool, module=module)
+    return ToolFold(name=name, framework=name, complete_fold=bool(complete_fold), tool=tool, module=module)

@@ -171,7 +171,7 @@ class OnnxFold:
     drawn, the judgement's facts. A backend says how it folds (:meth:`fold`)."""
 
     name: str
-    backend: str
+    framework: str
     complete_fold: bool = False
 
     def fold(self, model: Any, folder: Path) -> Folded:
@@ -201,7 +201,7 @@ class OnnxFold:
         if pipeline is not None:
             raise CaseOutsideBackend("pipelines are TVM's: --pipelines needs a TVM pass")
         if case.form.importer is not Importer.ONNX:
-            raise RuntimeRejects(f"{self.backend} takes a case of the ONNX form only")
+            raise RuntimeRejects(f"{self.framework} takes a case of the ONNX form only")
         model = onnx_model(case)
         data = model.SerializeToString()
         graph = onnx_graph(case)
@@ -303,4 +303,4 @@ def resolve(name: str, *, complete_fold: bool | None = None) -> OrtFold:
             f"unknown fold {name!r}: ONNX Runtime's levels are "
             + ", ".join(f"onnxruntime:{lv}" for lv in LEVELS)
         )
-    return OrtFold(name=name, backend="onnxruntime", complete_fold=bool(complete_fold), level=LEVELS[level])
+    return OrtFold(name=name, framework="onnxruntime", complete_fold=bool(complete_fold), level=LEVELS[level])

@@ -97,4 +97,4 @@ def resolve(name: str, *, complete_fold: bool | None = None) -> OpenVinoFold:
     """``openvino`` as a fold; any other name of this backend is a :class:`UsageError`."""
     if name != "openvino":
         raise UsageError(f"unknown fold {name!r}: OpenVINO's is `openvino` (its CPU plugin)")
-    return OpenVinoFold(name=name, backend="openvino", complete_fold=bool(complete_fold), core=ov.Core())
+    return OpenVinoFold(name=name, framework="openvino", complete_fold=bool(complete_fold), core=ov.Core())

@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from fuzz.backends import backend_of
 from fuzz.cli import tables
 from fuzz.cli.common import (
     EXIT_CLEAN,
@@ -141,7 +142,8 @@ def _bench(args: argparse.Namespace) -> int:
     if args.time_to_find:
         return _time_to_find(args)
     make_pass = resolve(args.pass_name)
-    if make_pass.backend != "tvm" and args.campaign_seconds:
+    tvm_passes = backend_of(make_pass.name).tvm_passes
+    if not tvm_passes and args.campaign_seconds:
         raise UsageError(f"--campaign-seconds is for TVM's passes, not {args.pass_name}")
     if args.isolation:
         result = run_isolation_bench(
@@ -160,7 +162,7 @@ def _bench(args: argparse.Namespace) -> int:
                 f"{result['ratio_warm']} after the first round"
             )
         return EXIT_CLEAN
-    if make_pass.backend != "tvm":  # no compile cache, no growth table: checks and a campaign
+    if not tvm_passes:  # no compile cache, no growth table: checks and a campaign
         summary = run_backend_bench(
             make_pass,
             seconds=args.seconds,

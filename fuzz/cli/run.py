@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fuzz.backends import pass_help
 from fuzz.cli import tables
 from fuzz.cli.common import (
     EXIT_CLEAN,
@@ -42,11 +43,7 @@ def add_parsers(sub: Any) -> None:
         dest="pass_name",
         required=True,
         metavar="P",
-        help="the pass under test: 'upstream' (TVM's FoldBatchnormToConv2D), 'fixed' (ours), "
-        "'identity' (changes nothing), MODULE:ATTR naming a pass class, factory or instance, or "
-        "'onnxruntime:basic' (also :extended, :all: ONNX Runtime's graph optimizer at that level), "
-        "an ONNX model tool: 'onnxoptimizer', 'onnxslim', 'onnxsim', 'openvino' (its CPU plugin), "
-        "or 'tvm:onnx' (TVM's ONNX frontend, then upstream; 'tvm:onnx:fixed' ends in ours)",
+        help="the fold under test, by backend: " + pass_help(),
     )
     run.add_argument(
         "--must-fold",

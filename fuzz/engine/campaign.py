@@ -287,7 +287,7 @@ class _Campaign:
             return None
         checked, finding = self.last
         return Hit(
-            Signature.of(finding, checked.case, checked.pipeline, checked.backend),
+            Signature.of(finding, checked.case, checked.pipeline, checked.scope),
             finding,
             checked,
             first_seconds=self.first_seconds,
@@ -379,7 +379,7 @@ def run_campaign(
             campaign.result.interrupted = True
         if campaign.last is not None:
             checked, finding = campaign.last
-            signature = Signature.of(finding, checked.case, checked.pipeline, checked.backend)
+            signature = Signature.of(finding, checked.case, checked.pipeline, checked.scope)
             if all(str(hit.signature) != str(signature) for hit in campaign.result.hits):
                 shrunk_for = time.monotonic() - campaign.shrink_start
                 campaign.result.hits.append(

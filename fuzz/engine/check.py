@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fuzz.backends import PassLike, Runner, as_fold
+from fuzz.backends import PassLike, Runner, as_fold, scope_of
 from fuzz.fpenv import flush_requested, pinned
 from fuzz.model.case import Case
 from fuzz.model.pipeline import Pipeline
@@ -41,8 +41,8 @@ class Checked:
     verdict: Verdict
     pipeline: Pipeline | None = None
     gated: tuple[str, ...] = ()
-    #: the backend of the fold it went through (:mod:`fuzz.backends`)
-    backend: str = "tvm"
+    #: the signature scope of the fold it went through (:meth:`fuzz.backends.Backend.scope`)
+    scope: str = ""
     #: the flush settings the fold ran with (:func:`fuzz.fpenv.flush_state`)
     flush: dict[str, Any] = field(default_factory=dict)
 
@@ -89,7 +89,7 @@ def check(
         complete = fold.complete_fold if must_fold is None else must_fold
         with pinned():
             verdict = judge(case, execution, ref, must_fold=complete)
-        return Checked(case, execution, ref, verdict, backend=fold.backend, flush=state)
+        return Checked(case, execution, ref, verdict, scope=scope_of(fold.name), flush=state)
     mixed = pipeline.mixed_precision  # outputs judged by shape alone, against the unfolded ones
     with pinned(flush) as state:
         execution = fold.execute(
@@ -107,4 +107,4 @@ def check(
             mismatch = fold.sequential_mismatch(case, pipeline)
         if mismatch is not None:
             verdict = replace(verdict, findings=(Finding(Symptom.SEQUENTIAL_MISMATCH, Stage.PASS, mismatch),))
-    return Checked(case, execution, ref, verdict, pipeline, skipped, fold.backend, state)
+    return Checked(case, execution, ref, verdict, pipeline, skipped, scope_of(fold.name), state)

@@ -29,7 +29,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from fuzz.backends import resolve_fold
+from fuzz.backends import resolve_fold, scope_of
 from fuzz.engine.check import Checked, check
 from fuzz.errors import BnfuzzError
 from fuzz.fpenv import flush_requested
@@ -219,11 +219,11 @@ class IsolatedChecker:
             self._worker = None
             if self._spare is None:
                 self._spare = self._spawn()
-            # the fold's own backend name: a crash of one of PyTorch's folds is that fold's
+            # the fold's scope: a crash of one of PyTorch's folds is that fold's
             # the flush settings the worker pinned for the check (it cannot say: it is gone)
             asked = flush_requested() if self.flush is None else self.flush
             flush = {"ftz": asked, "daz": asked}
-            return _crash_checked(case, pipeline, died, resolve_fold(self.pass_name).backend, flush)
+            return _crash_checked(case, pipeline, died, scope_of(self.pass_name), flush)
         kind, payload = reply
         if kind == "raise":
             raise payload
@@ -251,7 +251,7 @@ class IsolatedChecker:
 
 
 def _crash_checked(
-    case: Case, pipeline: Pipeline | None, died: _Died, backend: str, flush: dict[str, Any]
+    case: Case, pipeline: Pipeline | None, died: _Died, scope: str, flush: dict[str, Any]
 ) -> Checked:
     """A :class:`Checked` for a case whose worker died: nothing ran to completion."""
     failure = Failure(Stage.RUN, died.error_type or died.symptom.value, died.message)
@@ -265,9 +265,7 @@ def _crash_checked(
         build_seconds=0.0,
     )
     finding = Finding(died.symptom, Stage.WORKER, died.message, died.error_type, stderr=died.stderr)
-    return Checked(
-        case, execution, reference(case), Verdict((finding,)), pipeline, backend=backend, flush=flush
-    )
+    return Checked(case, execution, reference(case), Verdict((finding,)), pipeline, scope=scope, flush=flush)
 
 
 def _main(argv: list[str]) -> None:

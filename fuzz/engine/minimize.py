@@ -65,7 +65,7 @@ def found(
         )
     )
     visible = not same
-    return Bug(Signature.of(finding, case, pipeline, checked.backend), visible)
+    return Bug(Signature.of(finding, case, pipeline, checked.scope), visible)
 
 
 def _same_bug(found: Signature, target: Signature) -> bool:

@@ -150,7 +150,7 @@ def promote(
         stderr=found.stderr if found else record.stderr,
         expect=expect,
         reason=reason,
-        provenance=({} if fold.backend == "tvm" else {backend_of(fold.name): fold.version()})
+        provenance={backend_of(fold.name).key: fold.version()}
         | {
             "tvm": _tvm_version(),
             "tvm_commit": _tvm_commit(),

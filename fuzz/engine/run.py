@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fuzz.backends import BACKENDS, backend_of
+from fuzz.backends import backend_of
 from fuzz.engine.native_log import NativeLog
 from fuzz.errors import UsageError
 
@@ -78,7 +78,7 @@ class RunConfig:
         (:class:`fuzz.backends.Backend`: native code that can crash)."""
         if self.isolate is not None:
             return self.isolate
-        return self.pipelines or bool(BACKENDS[backend_of(self.pass_name)].isolated_because)
+        return self.pipelines or bool(backend_of(self.pass_name).isolated_because)
 
     @property
     def judges_lowering(self) -> bool:
@@ -246,9 +246,10 @@ def _open_database(where: str) -> Any:
 def run(config: RunConfig, make_pass: Fold, on_progress: Callable[[Any], None] | None = None) -> Outcome:
     """Fuzz the fold ``make_pass`` (what ``config.pass_name`` resolved to) as ``config``
     says. ``on_progress`` sees each :class:`fuzz.engine.campaign_result.Progress`."""
-    if config.pipelines and make_pass.backend != "tvm":
+    row = backend_of(make_pass.name)
+    if config.pipelines and not row.tvm_passes:
         raise UsageError(
-            f"--pipelines: pipelines are TVM's passes; {config.pass_name!r} is {make_pass.backend}'s"
+            f"--pipelines: pipelines are TVM's passes; {config.pass_name!r} is {row.framework}'s"
         )
     for where, option in ((config.out, "--out"), (config.cache_dir, "--cache-dir")):
         if where is not None:
@@ -389,7 +390,7 @@ def _run_here(config: RunConfig, make_pass: Fold, on_progress: Callable[[Any], N
         if config.out is not None
         else [],
         tvm=tvm_version(),
-        framework=("TVM" if make_pass.backend == "tvm" else make_pass.backend) + " " + make_pass.version(),
+        framework=f"{backend_of(make_pass.name).framework} {make_pass.version()}",
         worker_starts=None if checker is None else checker.starts,
         cache=None
         if cache is None

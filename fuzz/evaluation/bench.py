@@ -36,7 +36,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 import strategies
-from fuzz.backends import Fold, PassLike, Runner, resolve_fold
+from fuzz.backends import Fold, PassLike, Runner, backend_of, resolve_fold
 from fuzz.engine.campaign import run_campaign
 from fuzz.engine.check import check
 from fuzz.model.case import BatchNormAttrs, Block, Case, Conv2dAttrs, Tensor, Topology
@@ -110,7 +110,7 @@ def run_isolation_bench(
 
     make_pass = resolve_fold(pass_name)
     drawn: list[tuple[Case, Pipeline | None]]
-    if make_pass.backend == "tvm":
+    if backend_of(pass_name).tvm_passes:
         drawn = list(collect_pipeline_cases(batches, seed))
     else:
         drawn = [(case, None) for case in _draw(make_pass.cases(), batches, seed)]
@@ -311,7 +311,7 @@ def run_backend_bench(
     result = run_campaign(fold, budget_seconds=seconds, seed=seed)
     shrinking = sum(hit.shrink_seconds for hit in result.hits)
     return {
-        "framework": f"{fold.backend} {fold.version()}",
+        "framework": f"{backend_of(fold.name).framework} {fold.version()}",
         "value_sets_drawn": len(cases),
         "checked": {"value_sets": n, "seconds": round(spent, 2), "per_second": round(n / spent, 2)},
         "campaign": {

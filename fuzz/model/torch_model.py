@@ -2,7 +2,7 @@
 writes, and the calls with which each PyTorch fold is applied to it (framework-free).
 
 Key idea: the module and the fold calls are Python *source*, which the backend
-(:mod:`fuzz.backends.pytorch`) executes and a reproducer script prints, so the script runs
+(:mod:`fuzz.backends.torch`) executes and a reproducer script prints, so the script runs
 exactly what the fuzzer ran. A case's values are loaded into the module afterwards, by
 parameter or buffer name (:attr:`TorchModel.state`).
 

@@ -40,17 +40,17 @@ class Signature:
     essentials: tuple[tuple[str, str], ...]
     #: the shrunk pipeline, or None: the pass under test alone
     pipeline: Pipeline | None = None
-    #: the backend of the fold (:mod:`fuzz.backends`): a bug of one is never another's
-    backend: str = "tvm"
+    #: what the signature begins with: the backend, or the fold where each of a backend's
+    #: folds is its own code (:meth:`fuzz.backends.Backend.scope`), "" for TVM's passes; a
+    #: bug of one scope is never another's
+    scope: str = ""
 
     @classmethod
-    def of(
-        cls, finding: Finding, case: Case, pipeline: Pipeline | None = None, backend: str = "tvm"
-    ) -> Signature:
-        attrs = _attributes(case, backend)
+    def of(cls, finding: Finding, case: Case, pipeline: Pipeline | None = None, scope: str = "") -> Signature:
+        attrs = _attributes(case, scope)
         essentials = tuple((k, v) for k, v in attrs.items() if ATTRIBUTE_DEFAULTS[k] != v)
         shrunk = None if pipeline is None or pipeline == DEFAULT_PIPELINE else pipeline
-        return cls(finding.symptom, finding.error_type, essentials, shrunk, backend)
+        return cls(finding.symptom, finding.error_type, essentials, shrunk, scope)
 
     @property
     def key(self) -> tuple[Symptom, str]:
@@ -59,7 +59,7 @@ class Signature:
     def covers(self, finding: Finding, case: Case, pipeline: Pipeline | None = None) -> bool:
         if (finding.symptom, finding.error_type) != self.key:
             return False
-        attrs = _attributes(case, self.backend)
+        attrs = _attributes(case, self.scope)
         if not self.essentials and self.pipeline is None:
             default_pipeline = pipeline is None or pipeline == DEFAULT_PIPELINE
             return default_pipeline and all(ATTRIBUTE_DEFAULTS[k] == v for k, v in attrs.items())
@@ -68,7 +68,7 @@ class Signature:
         return all(attrs[k] == v for k, v in self.essentials)
 
     def __str__(self) -> str:
-        head = "" if self.backend == "tvm" else f"{self.backend}:"
+        head = f"{self.scope}:" if self.scope else ""
         head += self.symptom.value + (f":{self.error_type}" if self.error_type else "")
         shown = self.essentials + ((("pipeline", self.pipeline.label),) if self.pipeline else ())
         if shown:
@@ -76,10 +76,10 @@ class Signature:
         return head
 
 
-def _attributes(case: Case, backend: str) -> dict[str, str]:
-    """The classifying attributes that tell bugs apart on ``backend``: all of them for TVM;
-    for a backend that takes ONNX models only, all but the form (always ``onnx`` there)."""
+def _attributes(case: Case, scope: str) -> dict[str, str]:
+    """The classifying attributes that tell bugs apart in ``scope``: all of them for TVM's
+    passes (""); for another backend, whose cases all have its one form, all but the form."""
     attrs = classify(case)
-    if backend != "tvm":
+    if scope:
         attrs = {k: v for k, v in attrs.items() if k != "form"}
     return attrs

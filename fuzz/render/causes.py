@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from fuzz.backends import backend_of
 from fuzz.model.attributes import classify
 from fuzz.model.case import Case, kernel_to_oihw
 from fuzz.model.pipeline import DEFAULT_PIPELINE
@@ -87,9 +86,7 @@ def _scale(case: Case) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
 
 def cause_of(entry: Entry) -> Cause | None:
     """Why upstream's pass does what ``entry`` shows; None for a bug with no explanation on
-    record, and for an entry of another backend than TVM."""
-    if backend_of(entry.pass_name) != "tvm":
-        return None
+    record, and for an entry of another pass than upstream."""
     case, essentials = entry.case, dict(classify(entry.case))
     block = case.blocks[0]
     conv = block.conv

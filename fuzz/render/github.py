@@ -23,7 +23,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from fuzz.backends import MODEL_TOOLS
+from fuzz.backends import BACKENDS
 from fuzz.errors import BnfuzzError
 from fuzz.render.issue import Issue
 
@@ -115,16 +115,8 @@ class Filing:
     unchecked: str | None = None
 
 
-#: The trackers of the projects whose folds are fuzzed.
-TRACKERS = frozenset(
-    {
-        "apache/tvm",
-        "microsoft/onnxruntime",
-        "openvinotoolkit/openvino",
-        "pytorch/pytorch",
-        *(tool.project.lower() for tool in MODEL_TOOLS.values()),
-    }
-)
+#: The trackers of the projects whose folds are fuzzed (each backend's registry row).
+TRACKERS = frozenset(row.project.lower() for row in BACKENDS.values())
 
 
 def _not_filed(issue: Issue, repo: str | None) -> str:

@@ -50,7 +50,7 @@ class TvmFold:
     name: str
     make: PassFactory
     complete_fold: bool = False
-    backend: str = "tvm"
+    framework: str = "tvm"
     #: draws ONNX cases only, imported by TVM's ONNX frontend (``tvm:onnx``)
     onnx_only: bool = False
 

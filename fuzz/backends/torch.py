@@ -138,8 +138,7 @@ class TorchFold:
     """One of PyTorch's folds (``torch:NAME``), as a :class:`fuzz.backends.Fold`."""
 
     name: str
-    #: the fold's own name (``torch:fx``): a bug of one of PyTorch's folds is never another's
-    backend: str
+    framework: str = "torch"
     complete_fold: bool = False
 
     @property
@@ -267,4 +266,4 @@ def resolve(name: str, *, complete_fold: bool | None = None) -> TorchFold:
         raise UsageError(
             f"unknown fold {name!r}: PyTorch's folds are " + ", ".join(f"torch:{f}" for f in FOLDS)
         )
-    return TorchFold(name=name, backend=name, complete_fold=bool(complete_fold))
+    return TorchFold(name=name, complete_fold=bool(complete_fold))
