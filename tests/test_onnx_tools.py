@@ -3,7 +3,6 @@ a known verdict either way, a missing tool, the command line, reproducers and is
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -44,25 +43,6 @@ def test_a_tool_name_resolves_to_its_backend(name: str) -> None:
     fold = resolve_fold(name)
     assert isinstance(fold, ToolFold) and fold.framework == name == backend_of(name).key
     assert fold.version()[0].isdigit() and not fold.complete_fold
-
-
-@pytest.mark.parametrize("name", TOOLS)
-def test_a_plain_case_has_no_finding(name: str) -> None:
-    checked = check(onnx_case(), resolve_fold(name))
-    assert checked.verdict.findings == () and checked.verdict.lowering == ()
-    assert checked.execution.fired  # every tool folds this batch norm
-
-
-@pytest.mark.parametrize("name", TOOLS)
-def test_folded_weights_out_of_range_turn_a_finite_output_into_nan(name: str) -> None:
-    finding = check(onnx_case(**ONE, values=OVERFLOW), resolve_fold(name)).verdict.primary
-    assert finding is not None and finding.symptom is Symptom.FINITE_TO_NONFINITE
-
-
-@pytest.mark.parametrize("name", TOOLS)
-def test_the_same_magnitudes_in_range_are_no_finding(name: str) -> None:
-    case = onnx_case(**ONE, values=OVERFLOW | {"weight": 1e20})
-    assert check(case, resolve_fold(name)).verdict.findings == ()
 
 
 def written_as(form: OnnxForm) -> Case:
@@ -173,16 +153,6 @@ def test_the_issue_goes_to_the_tool_s_tracker_and_names_the_code_at_fault(name: 
     assert "import tvm" not in issue.body
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("name", TOOLS)
-def test_the_script_needs_only_the_tool_and_onnx_runtime(name: str, tmp_path: Path) -> None:
-    script = tmp_path / "repro.py"
-    script.write_text(render_script(_entry(name)))
-    done = run_script_without_tvm(script)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "BUG: finite outputs became inf or NaN" in done.stdout
-
-
 SCRIPT_LINES = [
     ("onnxoptimizer", PER_POSITION, "BUG: onnxoptimizer.optimize(model) raises RuntimeError"),
     ("onnxslim", IR3, "BUG: onnx.checker rejects the model onnxslim wrote"),
@@ -208,36 +178,6 @@ def test_the_script_shows_how_the_model_is_written_matters(
     script.write_text(render_script(entry))
     done = run_script_without_tvm(script)
     assert done.returncode == 1 and line in done.stdout, done.stdout + done.stderr
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    "name",
-    # one tool's campaign through the command line in CI; each is half a minute of CPU, the
-    # other two nightly (the property finds the class on every tool)
-    [n if n == "onnxoptimizer" else pytest.param(n, marks=pytest.mark.nightly) for n in TOOLS],
-)
-def test_a_campaign_finds_the_overflow_class(name: str, tmp_path: Path) -> None:
-    out = tmp_path / "findings"
-    # kept as first found (shrinking through a backend is test_onnxruntime.py's): seconds, not a minute
-    command = [
-        "run",
-        "--pass",
-        name,
-        "--max-examples",
-        "1500",
-        "--shrink-seconds",
-        "0",
-        "--out",
-        str(out),
-        "--json",
-    ]
-    done = subprocess.run(
-        [sys.executable, "-m", "fuzz.cli", *command], capture_output=True, text=True, cwd=ROOT, timeout=600
-    )
-    summary = json.loads(done.stdout)
-    assert done.returncode == 1 and summary["framework"].startswith(f"{name} "), done.stderr
-    assert "finite-to-nonfinite" in {f["symptom"] for f in summary["findings"]}, summary["findings"]
 
 
 def test_pipelines_are_refused(capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,7 +16,6 @@ import pytest
 from cases import make_case
 from hypothesis import given, settings
 from test_bound_soundness import CASES as BOUND_CASES
-from without_tvm import run_script_without_tvm
 
 from fuzz.backends import BACKENDS, backend_of, resolve_fold
 from fuzz.backends.onnxruntime import OrtFold, RuntimeRejects
@@ -28,7 +27,6 @@ from fuzz.oracle.signature import Signature
 from fuzz.oracle.verdict import Symptom
 from fuzz.render.github import file_issues
 from fuzz.render.report import issue_of
-from fuzz.render.script import render_script
 from fuzz.store.corpus import load_entry
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,24 +52,6 @@ def test_names_resolve_to_their_backend() -> None:
         "openvino",
         "torch",
     }
-
-
-def test_a_plain_case_has_no_finding_and_is_folded() -> None:
-    checked = check(onnx_case(), BASIC)
-    assert checked.verdict.findings == () and checked.verdict.lowering == ()
-    assert checked.execution.fired and checked.execution.changed
-    before, after = checked.execution.op_counts or ({}, {})
-    assert (before["batch_norm"], after["batch_norm"]) == (1, 0) and after["conv2d"] == 1
-
-
-def test_folded_weights_out_of_range_turn_a_finite_output_into_nan() -> None:
-    # W * gamma / sqrt(var + eps) = 1e30 * 1e10 overflows float32; x = 0 makes the conv 0,
-    # so the unfolded output is beta - mean * s = -1e10, and the folded one inf * 0 = NaN.
-    case = onnx_case(**ONE, values={"x": 0.0, "weight": 1e30, "gamma": 1e10, "mean": 1.0, "var": 1.0})
-    checked = check(case, BASIC)
-    finding = checked.verdict.primary
-    assert finding is not None and finding.symptom is Symptom.FINITE_TO_NONFINITE, checked.verdict
-    assert "nan" in finding.message
 
 
 def test_the_same_case_unfolded_is_not_a_finding() -> None:
@@ -159,25 +139,6 @@ def test_without_onnxruntime_the_fold_name_says_which_extra_to_install() -> None
     assert "pip install -e '.[onnxruntime]'" in done.stderr
 
 
-@pytest.mark.slow
-# a minute of CPU: nightly. make check's test_without_tvm.py runs an ONNX Runtime campaign
-# in process (found, shrunk, simplified, rendered); the property finds the class too
-@pytest.mark.nightly
-def test_a_campaign_finds_the_overflow_class(tmp_path: Path) -> None:
-    # as a user runs it: its own process (an in-process campaign would share Hypothesis's
-    # state with the tests before it)
-    out = tmp_path / "findings"
-    command = ["run", "--pass", "onnxruntime:basic", "--max-examples", "500", "--out", str(out), "--json"]
-    done = subprocess.run(
-        [sys.executable, "-m", "fuzz.cli", *command], capture_output=True, text=True, cwd=ROOT, timeout=600
-    )
-    summary = json.loads(done.stdout)
-    assert done.returncode == 1 and summary["framework"].startswith("ONNX Runtime "), done.stderr
-    symptoms = {f["symptom"] for f in summary["findings"]}
-    assert "finite-to-nonfinite" in symptoms, summary["findings"]
-    assert len(list(out.glob("*.json"))) == len(summary["findings"])
-
-
 ORT_ENTRIES = sorted((ROOT / "corpus" / "onnxruntime").glob("*.json"))
 
 
@@ -213,16 +174,6 @@ class _NoIssuesFiled:
 
     def create(self, title: str, body: str) -> str:
         raise AssertionError("a dry run files nothing")
-
-
-@pytest.mark.slow
-def test_the_overflow_entry_s_script_needs_no_tvm(tmp_path: Path) -> None:
-    entry = load_entry(ROOT / "corpus" / "onnxruntime" / "onnxruntime_finite-to-nonfinite.json")
-    script = tmp_path / "repro.py"
-    script.write_text(render_script(entry))
-    done = run_script_without_tvm(script)
-    assert done.returncode == 1, done.stdout + done.stderr
-    assert "BUG: finite outputs became inf or NaN" in done.stdout
 
 
 @pytest.mark.slow

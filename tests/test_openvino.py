@@ -3,7 +3,6 @@ missing OpenVINO, the command line."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -50,17 +49,6 @@ def test_the_name_resolves_to_the_backend() -> None:
 def test_a_plain_case_has_no_finding(topology: Topology) -> None:
     checked = check(onnx_case(topology=topology), OPENVINO)
     assert checked.verdict.findings == () and checked.verdict.lowering == ()
-
-
-def test_the_fold_fires_on_a_plain_case() -> None:
-    assert check(onnx_case(), OPENVINO).execution.fired
-
-
-def test_folded_weights_out_of_range_turn_a_finite_output_into_nan() -> None:
-    finding = check(onnx_case(values=OVERFLOW, **ONE), OPENVINO).verdict.primary  # type: ignore[arg-type]
-    assert finding is not None and finding.symptom is Symptom.FINITE_TO_NONFINITE
-    in_range = onnx_case(values=OVERFLOW | {"weight": 1e20}, **ONE)  # type: ignore[arg-type]
-    assert check(in_range, OPENVINO).verdict.findings == ()
 
 
 def test_its_onnx_frontend_rejects_statistics_per_position() -> None:
@@ -143,19 +131,6 @@ def test_without_openvino_its_name_says_which_extra_to_install() -> None:
     )
     assert done.returncode == 2, done.stderr
     assert "pip install -e '.[openvino]'" in done.stderr
-
-
-@pytest.mark.slow
-@pytest.mark.nightly  # half a minute of CPU; the ONNX-backend property finds the class in CI
-def test_a_campaign_finds_the_overflow_class(tmp_path: Path) -> None:
-    command = ["run", "--pass", "openvino", "--max-examples", "600", "--shrink-seconds", "0", "--json"]
-    done = subprocess.run(
-        [sys.executable, "-m", "fuzz.cli", *command, "--out", str(tmp_path / "findings")],
-        capture_output=True, text=True, cwd=ROOT, timeout=600,
-    )  # fmt: skip
-    summary = json.loads(done.stdout)
-    assert done.returncode == 1 and summary["framework"].startswith("OpenVINO "), done.stderr
-    assert "finite-to-nonfinite" in {f["symptom"] for f in summary["findings"]}, summary["findings"]
 
 
 CORPUS_ENTRIES = sorted((ROOT / "corpus" / "openvino").glob("*.json"))

@@ -4,9 +4,6 @@ the bound, the property over drawn cases, and the command line."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -286,29 +283,6 @@ def test_torch_fold_has_no_finding(name: str, data: st.DataObject) -> None:
     case = data.draw(fold.cases())
     verdict = check(case, fold).verdict
     assert verdict.primary is None, verdict.primary
-
-
-@pytest.mark.slow
-def test_a_campaign_finds_the_overflow_class(tmp_path: Path) -> None:
-    out = tmp_path / "findings"
-    command = [
-        "run",
-        "--pass",
-        "torch:fuse_conv_bn_eval",
-        "--max-examples",
-        "200",
-        "--shrink-seconds",
-        "0",
-        "--out",
-        str(out),
-        "--json",
-    ]
-    done = subprocess.run(
-        [sys.executable, "-m", "fuzz.cli", *command], capture_output=True, text=True, cwd=ROOT, timeout=600
-    )
-    summary = json.loads(done.stdout)
-    assert done.returncode == 1 and summary["framework"].startswith("PyTorch 2."), done.stderr
-    assert "finite-to-nonfinite" in {f["symptom"] for f in summary["findings"]}, summary["findings"]
 
 
 def test_its_campaigns_check_in_a_worker_process_by_default() -> None:

@@ -240,6 +240,11 @@ class Backend:
     #: once through a compile cache
     tvm_passes: bool = False
 
+    @property
+    def example(self) -> str:
+        """The first fold :attr:`names` names: the one examples and the conformance test use."""
+        return self.names.split("'")[1]
+
     def scope(self, fold_name: str) -> str:
         """What a signature of a bug of ``fold_name`` begins with (before ``:``), or ""."""
         return {"backend": self.key, "fold": fold_name, "": ""}[self.signed_by]

@@ -27,7 +27,7 @@ from fuzz.backends import BACKENDS
 from fuzz.errors import BnfuzzError
 from fuzz.render.issue import Issue
 
-__all__ = ["Filing", "GitHub", "GitHubError", "Planned", "file_issues", "marker"]
+__all__ = ["Filing", "GitHub", "GitHubError", "Planned", "file_issues", "marker", "trackers"]
 
 API = "https://api.github.com"
 #: Parses the markers this module writes into the bodies it files (a file format of ours).
@@ -115,8 +115,9 @@ class Filing:
     unchecked: str | None = None
 
 
-#: The trackers of the projects whose folds are fuzzed (each backend's registry row).
-TRACKERS = frozenset(row.project.lower() for row in BACKENDS.values())
+def trackers() -> frozenset[str]:
+    """The trackers of the projects whose folds are fuzzed: each backend's registry row."""
+    return frozenset(row.project.lower() for row in BACKENDS.values())
 
 
 def _not_filed(issue: Issue, repo: str | None) -> str:
@@ -124,7 +125,7 @@ def _not_filed(issue: Issue, repo: str | None) -> str:
         return "expected behaviour (a stated decline), not a bug"
     # into another project's tracker, never; a repository of no known project (a fork, a
     # test repository) takes any
-    if repo is not None and repo.lower() in TRACKERS and issue.project.lower() != repo.lower():
+    if repo is not None and repo.lower() in trackers() and issue.project.lower() != repo.lower():
         return f"a bug of {issue.project}, not of {repo}: file it with --repo {issue.project}"
     if issue.project == "apache/tvm" and issue.pass_name != "upstream" and issue.needs_pass:
         return f"needs {issue.pass_name}, not TVM's pass, to show"
