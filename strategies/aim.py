@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 
 from fuzz.fpenv import keeps_subnormals
-from fuzz.model.case import Block, Case, Tensor, kernel_to_oihw
+from fuzz.model.case import Block, Case, kernel_to_oihw
 from fuzz.model.numerics import conv2d_nchw, epsilon_dtype
+from fuzz.model.tensor import Tensor
 
 from .values import FORMATS, Format
 

@@ -18,11 +18,8 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import DrawFn, SearchStrategy
 
-from fuzz.model.case import (
-    Block,
-    Case,
-    Tensor,
-)
+from fuzz.model.case import Block, Case
+from fuzz.model.tensor import Tensor
 
 from ._validation import (
     check_integer,

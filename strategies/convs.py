@@ -14,11 +14,8 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 from hypothesis.strategies import DrawFn, SearchStrategy
 
-from fuzz.model.case import (
-    Conv2dAttrs,
-    Tensor,
-    kernel_shape,
-)
+from fuzz.model.case import Conv2dAttrs, kernel_shape
+from fuzz.model.tensor import Tensor
 
 from .attributes import (
     Axis,

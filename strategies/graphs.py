@@ -27,37 +27,31 @@ to bite by giving the named dimension of the batch_norm input length C:
   conv keeps C output channels and a window that preserves the named length.
 
 The parts live beside this module: :mod:`.options` (defaults and validated options),
-:mod:`.convs` (one conv block's structure), :mod:`.tensors` (the values);
+:mod:`.convs` (one conv block's structure), :mod:`.shapes` (biases, epilogue, form),
+:mod:`.tensors` (the values);
 :mod:`.batches` re-draws the values for one structure.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from hypothesis import strategies as st
 from hypothesis.strategies import DrawFn, SearchStrategy
 
 from fuzz.model.case import (
-    DTYPES,
-    EPILOGUE_TOPOLOGIES,
     ONNX_DTYPES,
     ONNX_TOPOLOGIES,
-    OPERANDS,
     TORCH_TOPOLOGIES,
     Block,
     Case,
     Conv2dAttrs,
     Epilogue,
-    Form,
-    Importer,
-    OnnxForm,
-    Tensor,
     Topology,
-    TorchForm,
-    conv_output_shape,
     values_per_channel,
 )
+from fuzz.model.form import Importer, OnnxForm, TorchForm
+from fuzz.model.tensor import DTYPES, OPERANDS, Tensor
 
 from ._validation import (
     check_integer,
@@ -104,14 +98,11 @@ from .options import (
     is_axis,
     is_deviation,
     is_dtype,
-    is_epilogue,
-    is_function_count,
     is_importer,
-    is_onnx_form,
     is_parameter_set,
     is_topology,
-    is_torch_form,
 )
+from .shapes import Shape, draw_shape, output_shape
 from .tensors import (
     BN_OPERANDS,
     draw_bias,
@@ -320,55 +311,6 @@ def _block(
     return replace(block, bias=draw_bias(draw, options.magnitudes, conv.out_dtype, conv.c_out))
 
 
-def _output_shape(data: Tensor, blocks: list[Block]) -> tuple[int, ...]:
-    shape = data.shape
-    for block in blocks:
-        if block.conv is not None and block.weight is not None:
-            shape = conv_output_shape(block.conv, shape, block.weight.shape)
-    return shape
-
-
-@dataclass(frozen=True)
-class _Shape:
-    """The choices about a case's shape that its topology allows, drawn before any
-    attribute or value (so shrinking one of them never shifts another's meaning):
-    which convs have a bias, the epilogue, the form."""
-
-    biases: tuple[bool, ...]
-    epilogue: Epilogue
-    form: Form
-
-
-def _draw_shape(draw: DrawFn, options: CaseOptions, topology: Topology, importer: Importer) -> _Shape:
-    biases = tuple(
-        checked_draw(draw, options.biases, "biases", is_bool, "a bool") if topology.has_conv else False
-        for _ in range(topology.n_blocks)
-    )
-    epilogue = Epilogue.NONE
-    if topology in EPILOGUE_TOPOLOGIES:
-        epilogue = checked_draw(draw, options.epilogues, "epilogues", is_epilogue, "an Epilogue")
-    # Drawn for an ONNX case too, and then ignored (it writes its own form): see
-    # CaseOptions.for_onnx for why an ONNX case makes the same choices.
-    dataflow = checked_draw(draw, options.dataflows, "dataflows", is_bool, "a bool")
-    dead = checked_draw(draw, options.dead_statistics, "dead_statistics", is_bool, "a bool")
-    functions = 1
-    if topology in (Topology.CONV_BN, Topology.CHAIN):
-        functions = checked_draw(draw, options.functions, "functions", is_function_count, "1 or 2")
-    if importer is Importer.ONNX:
-        form = Form(
-            Importer.ONNX,
-            onnx=checked_draw(draw, options.onnx_forms, "onnx_forms", is_onnx_form, "an OnnxForm"),
-        )
-    elif importer is Importer.TORCH:
-        form = Form(
-            Importer.TORCH,
-            torch=checked_draw(draw, options.torch_forms, "torch_forms", is_torch_form, "a TorchForm"),
-        )
-    else:
-        form = Form(importer, dataflow, dead, functions)
-    return _Shape(biases, epilogue, form)
-
-
 @st.composite
 def _cases(draw: DrawFn, options: CaseOptions) -> Case:
     # How far this case strays from the defaults: every mostly_first draw below follows it.
@@ -397,13 +339,13 @@ def _deviating_case(draw: DrawFn, options: CaseOptions) -> Case:
         options = options.for_onnx()
     if importer is Importer.TORCH:
         options = options.for_torch()
-    shape = _draw_shape(draw, options, topology, importer)
+    shape = draw_shape(draw, options, topology, importer)
     case = _draw_case(draw, options, topology, dtype, shape)
     # Only the parameters the case has; then the residual's values, last of all.
     present = tuple(n for n in case.parameters if any(b.operand(n) is not None for b in case.blocks))
     residual = None
     if shape.epilogue is Epilogue.ADD:
-        out = _output_shape(case.data, list(case.blocks))
+        out = output_shape(case.data, list(case.blocks))
         residual = draw_tensor(
             draw, options.magnitudes, case.blocks[-1].gamma.dtype, out, allow_negative=True
         )
@@ -423,7 +365,7 @@ def _deviating_case(draw: DrawFn, options: CaseOptions) -> Case:
     return aim(case, checked_draw(draw, options.aims, "aims", is_aim, "an aim code"))
 
 
-def _draw_case(draw: DrawFn, options: CaseOptions, topology: Topology, dtype: str, shape: _Shape) -> Case:
+def _draw_case(draw: DrawFn, options: CaseOptions, topology: Topology, dtype: str, shape: Shape) -> Case:
     """The structure, attributes and values of a case (its epilogue and form aside)."""
     axis = checked_draw(draw, options.axes, "axes", is_axis, "an Axis")
     negative = checked_draw(draw, options.negative_axes, "negative_axes", is_bool, "a bool")

@@ -17,15 +17,9 @@ from dataclasses import replace
 from hypothesis import strategies as st
 from hypothesis.strategies import DrawFn, SearchStrategy
 
-from fuzz.model.case import (
-    ONNX_SPATIAL_OPSETS,
-    ONNX_TRAINING_OPSET,
-    OPERANDS,
-    Case,
-    OnnxForm,
-    rank_refuses,
-    transpose_refuses,
-)
+from fuzz.model.case import Case, rank_refuses, transpose_refuses
+from fuzz.model.form import ONNX_SPATIAL_OPSETS, ONNX_TRAINING_OPSET, OnnxForm
+from fuzz.model.tensor import OPERANDS
 
 from .attributes import mostly_first
 

@@ -10,15 +10,9 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.strategies import DrawFn, SearchStrategy
 
-from fuzz.model.case import (
-    DTYPES,
-    OPERANDS,
-    Epilogue,
-    Importer,
-    OnnxForm,
-    Topology,
-    TorchForm,
-)
+from fuzz.model.case import Epilogue, Topology
+from fuzz.model.form import Importer, OnnxForm, TorchForm
+from fuzz.model.tensor import DTYPES, OPERANDS
 
 from .aim import AIM_BITS
 from .attributes import (

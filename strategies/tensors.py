@@ -10,11 +10,8 @@ from typing import TypedDict
 import numpy as np
 from hypothesis.strategies import DrawFn, SearchStrategy
 
-from fuzz.model.case import (
-    OPERANDS,
-    Conv2dAttrs,
-    Tensor,
-)
+from fuzz.model.case import Conv2dAttrs
+from fuzz.model.tensor import OPERANDS, Tensor
 
 from ._validation import (
     checked_draw,

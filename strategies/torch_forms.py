@@ -9,7 +9,8 @@ from dataclasses import replace
 from hypothesis import strategies as st
 from hypothesis.strategies import SearchStrategy
 
-from fuzz.model.case import Case, TorchForm, rank_refuses, transpose_refuses
+from fuzz.model.case import Case, rank_refuses, transpose_refuses
+from fuzz.model.form import TorchForm
 
 from .attributes import mostly_first
 

@@ -31,7 +31,7 @@ from hypothesis.errors import InvalidArgument
 from hypothesis.strategies import DrawFn, SearchStrategy
 
 from fuzz.fpenv import keeps_subnormals
-from fuzz.model.case import DTYPES, Tensor
+from fuzz.model.tensor import DTYPES, Tensor
 
 from ._validation import check_strategy, checked_draw
 

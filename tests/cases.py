@@ -23,17 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from fuzz.model.case import (
-    BatchNormAttrs,
-    Block,
-    Case,
-    Conv2dAttrs,
-    Epilogue,
-    Form,
-    Tensor,
-    Topology,
-    kernel_shape,
-)
+from fuzz.model.case import BatchNormAttrs, Block, Case, Conv2dAttrs, Epilogue, Topology, kernel_shape
+from fuzz.model.form import Form
+from fuzz.model.tensor import Tensor
 
 __all__ = ["PUBLIC_NAN_REPORT", "conv_output_shape", "default_values", "make_case"]
 

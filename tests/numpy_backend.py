@@ -23,9 +23,10 @@ import strategies
 from fuzz.backends import BACKENDS, Backend
 from fuzz.engine.check import Checked
 from fuzz.errors import CaseOutsideBackend, UsageError
-from fuzz.model.case import Case, Epilogue, Importer, Topology
+from fuzz.model.case import Case, Epilogue, Topology
+from fuzz.model.form import Importer
 from fuzz.model.pipeline import Pipeline
-from fuzz.oracle.results import Execution, Outputs
+from fuzz.oracle.execution import Execution, Outputs
 from fuzz.render.issue import Issue
 from fuzz.render.script_parts import float_literal
 from fuzz.render.skeleton import (

@@ -18,7 +18,7 @@ import hashlib
 from pathlib import Path
 
 from fuzz.engine.replay import Replay, replay
-from fuzz.oracle.results import Outputs
+from fuzz.oracle.execution import Outputs
 from fuzz.store.corpus import Entry, load_entry
 
 ROOT = Path(__file__).resolve().parent.parent

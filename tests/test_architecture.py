@@ -175,3 +175,17 @@ def test_every_folder_of_fuzz_is_a_layer() -> None:
     folders = {f"fuzz.{p.parent.name}" for p in (ROOT / "fuzz").glob("*/__init__.py")}
     assert folders <= named, sorted(folders - named)
     assert _layer_of("fuzz.render.report", layers()) > _layer_of("fuzz.engine.check", layers())  # type: ignore[operator]
+
+
+#: A module longer than this is split by what its parts do.
+MAX_LINES = 450
+
+
+def test_no_module_is_longer_than_the_limit() -> None:
+    long = {
+        str(path.relative_to(ROOT)): n
+        for package in ("fuzz", "strategies")
+        for path in sorted((ROOT / package).rglob("*.py"))
+        if (n := len(path.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, f"modules over {MAX_LINES} lines: {long}"

@@ -19,17 +19,9 @@ from tvm import relax
 from fuzz.backends.tvm.build import ModuleError, build_module, parameter_names, runtime_inputs
 from fuzz.backends.tvm.compat import Constant, constant_value, structural_equal, type_of, var_name
 from fuzz.backends.tvm.execute import compile_and_run, count_batch_norms
-from fuzz.model.case import (
-    DTYPES,
-    KERNEL_LAYOUTS,
-    OPERANDS,
-    Case,
-    Tensor,
-    Topology,
-    kernel_to_oihw,
-    np_dtype,
-)
-from fuzz.oracle.results import Outputs
+from fuzz.model.case import KERNEL_LAYOUTS, Case, Topology, kernel_to_oihw
+from fuzz.model.tensor import DTYPES, OPERANDS, Tensor, np_dtype
+from fuzz.oracle.execution import Outputs
 
 
 def calls(mod: Any, op_name: str) -> list[Any]:

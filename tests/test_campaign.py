@@ -20,7 +20,7 @@ from fuzz.engine.campaign_result import Progress
 from fuzz.engine.check import Checked, check
 from fuzz.model.case import Case, Topology
 from fuzz.model.pipeline import Pipeline
-from fuzz.oracle.results import Stage
+from fuzz.oracle.execution import Stage
 from fuzz.oracle.verdict import Finding, Symptom, Verdict
 
 SMALL = {"c_in": 1, "c_out": 1, "height": 1, "width": 1, "kh": 1, "kw": 1}

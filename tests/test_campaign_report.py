@@ -12,7 +12,7 @@ import pytest
 from fuzz.cli import main
 from fuzz.engine.histograms import HEADROOM_BINS, RATIO_BINS, histograms
 from fuzz.engine.run import merge_counts
-from fuzz.render.campaign_report import write_report
+from fuzz.render.campaign_summary import write_report
 
 
 def test_histograms_bin_every_value_and_list_every_bin() -> None:

@@ -9,8 +9,9 @@ from cases import make_case
 from hypothesis import given
 
 import strategies
-from fuzz.model.case import Case, CaseError
+from fuzz.model.case import Case
 from fuzz.model.case_json import case_to_json, dumps, loads, same_bits
+from fuzz.model.tensor import CaseError
 
 
 def all_values(case: Case) -> list[float]:

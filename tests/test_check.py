@@ -21,7 +21,7 @@ from fuzz.backends.tvm.mutants import load as load_mutant
 from fuzz.backends.tvm.passes import PassFactory, resolve_pass
 from fuzz.engine.check import check
 from fuzz.model.case import Case
-from fuzz.oracle.results import Outputs
+from fuzz.oracle.execution import Outputs
 
 RUNNER = CompileCache(capacity=1024).run
 FIXED = resolve_pass("fixed")

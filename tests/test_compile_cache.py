@@ -24,8 +24,10 @@ from fuzz.backends.tvm.compat import structural_equal
 from fuzz.backends.tvm.compile_cache import CompileCache
 from fuzz.backends.tvm.execute import execute
 from fuzz.backends.tvm.passes import resolve_pass
-from fuzz.model.case import Case, Epilogue, Form, Importer, Tensor, Topology
-from fuzz.oracle.results import Execution, Failure, Outputs, Stage
+from fuzz.model.case import Case, Epilogue, Topology
+from fuzz.model.form import Form, Importer
+from fuzz.model.tensor import Tensor
+from fuzz.oracle.execution import Execution, Failure, Outputs, Stage
 
 ONE = {"c_in": 2, "c_out": 2, "height": 2, "width": 2, "kh": 1, "kw": 1}
 EXTREME = [

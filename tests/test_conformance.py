@@ -23,7 +23,8 @@ from fuzz.backends import BACKENDS, Backend, backend_of, resolve_fold, scope_of
 from fuzz.engine.check import check
 from fuzz.engine.promote import promote
 from fuzz.engine.run import RunConfig, run
-from fuzz.model.case import Case, Tensor, Topology
+from fuzz.model.case import Case, Topology
+from fuzz.model.tensor import Tensor
 from fuzz.oracle.signature import Signature
 from fuzz.oracle.verdict import Symptom
 from fuzz.render.github import file_issues, trackers

@@ -12,10 +12,10 @@ import pytest
 from replays import CORPUS, DECLINE_ENTRIES, ENTRIES, MUTANT_ENTRIES, PIPELINE_ENTRIES, Replays, ids
 
 from fuzz.backends.tvm.passes import resolve_pass
-from fuzz.engine.declines import DECLINED
+from fuzz.engine.decline_entries import DECLINED
 from fuzz.engine.minimize import found, minimality
 from fuzz.model.attributes import classify
-from fuzz.model.decline import Reason, block_reasons
+from fuzz.model.decline_reasons import Reason, block_reasons
 from fuzz.model.numerics import conv2d_nchw
 from fuzz.oracle.reference import reference
 from fuzz.oracle.verdict import Symptom

@@ -23,7 +23,7 @@ from fuzz.backends.tvm.compat import to_device, type_of
 from fuzz.backends.tvm.execute import compile_and_run, count_batch_norms, execute
 from fuzz.backends.tvm.passes import identity, resolve_pass
 from fuzz.model.case import Topology
-from fuzz.oracle.results import Execution, Failure, Outputs, Stage
+from fuzz.oracle.execution import Execution, Failure, Outputs, Stage
 
 UPSTREAM = resolve_pass("upstream")
 

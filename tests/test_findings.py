@@ -12,7 +12,7 @@ from cases import make_case
 from fuzz.cli import main
 from fuzz.engine.promote import read_as_entry, read_finding_or_entry
 from fuzz.model.pipeline import FOLD, Pipeline
-from fuzz.oracle.results import Stage
+from fuzz.oracle.execution import Stage
 from fuzz.oracle.verdict import Symptom
 from fuzz.render.script import render_script
 from fuzz.store.corpus import load_entry

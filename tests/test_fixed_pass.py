@@ -25,9 +25,10 @@ from fuzz.backends.tvm.execute import compile_and_run, count_batch_norms
 from fuzz.backends.tvm.fold_batchnorm import FoldBatchnormToConv2D
 from fuzz.backends.tvm.passes import resolve_pass
 from fuzz.engine.check import check
-from fuzz.model.case import Case, Epilogue, Form, Importer, Topology
+from fuzz.model.case import Case, Epilogue, Topology
+from fuzz.model.form import Form, Importer
+from fuzz.oracle.execution import Outputs
 from fuzz.oracle.reference import reference
-from fuzz.oracle.results import Outputs
 
 FIXED = resolve_pass("fixed")
 UPSTREAM = resolve_pass("upstream")

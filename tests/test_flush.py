@@ -25,9 +25,10 @@ from fuzz.cli import main
 from fuzz.engine.check import check
 from fuzz.engine.replay import replay
 from fuzz.fpenv import flush_state, machine, machine_differences, pinned
-from fuzz.model.case import Case, Form, Importer, TorchForm
+from fuzz.model.case import Case
+from fuzz.model.form import Form, Importer, TorchForm
+from fuzz.oracle.execution import Execution, Outputs
 from fuzz.oracle.reference import reference
-from fuzz.oracle.results import Execution, Outputs
 from fuzz.oracle.verdict import Symptom, judge
 from fuzz.store.corpus import dumps_entry, load_entry
 
@@ -288,7 +289,7 @@ def test_the_flush_tool_flushes_every_process_it_starts_in() -> None:
 
 @needs_x86
 def test_the_library_keeps_subnormals_in_a_process_that_flushes() -> None:
-    from fuzz.model.case import Tensor
+    from fuzz.model.tensor import Tensor
 
     bits = round(1e-40 * 2.0**149)  # float32's bits of 1e-40: a subnormal, in units of 2**-149
     with pinned(flush=True):  # the process state torch.set_flush_denormal(True) leaves

@@ -26,8 +26,9 @@ from fuzz.engine.simplifications import (
 )
 from fuzz.model.attributes import ATTRIBUTE_DEFAULTS as DEFAULTS
 from fuzz.model.attributes import classify
-from fuzz.model.case import Epilogue, Tensor, Topology
+from fuzz.model.case import Epilogue, Topology
 from fuzz.model.case_json import case_to_json
+from fuzz.model.tensor import Tensor
 from fuzz.oracle.reference import reference
 from fuzz.store.corpus import load_entry
 

@@ -14,9 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fuzz.backends.onnxruntime import DISABLE_ALL, session
-from fuzz.model.case import CaseError, Epilogue, Form, Importer, OnnxForm, Topology
+from fuzz.model.case import Epilogue, Topology
 from fuzz.model.case_json import case_from_json, case_to_json
+from fuzz.model.form import Form, Importer, OnnxForm
 from fuzz.model.onnx_graph import DEFAULTS, min_ir_versions, newest_opset, onnx_graph, onnx_model
+from fuzz.model.tensor import CaseError
 from strategies.onnx import fit, onnx_forms
 
 EPS32 = float(np.float32(1e-5))

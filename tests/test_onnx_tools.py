@@ -18,8 +18,9 @@ from fuzz.backends.onnx_tools import ToolFold
 from fuzz.cli import main
 from fuzz.engine.check import check
 from fuzz.engine.replay import replay
-from fuzz.model.case import Case, Form, Importer, OnnxForm
-from fuzz.oracle.results import Stage
+from fuzz.model.case import Case
+from fuzz.model.form import Form, Importer, OnnxForm
+from fuzz.oracle.execution import Stage
 from fuzz.oracle.verdict import Symptom
 from fuzz.render.report import issue_of
 from fuzz.render.script import render_script

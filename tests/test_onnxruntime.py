@@ -22,7 +22,8 @@ from fuzz.backends.onnxruntime import OrtFold, RuntimeRejects
 from fuzz.cli import main
 from fuzz.engine.check import check
 from fuzz.engine.replay import replay
-from fuzz.model.case import Case, Form, Importer
+from fuzz.model.case import Case
+from fuzz.model.form import Form, Importer
 from fuzz.oracle.signature import Signature
 from fuzz.oracle.verdict import Symptom
 from fuzz.render.github import file_issues

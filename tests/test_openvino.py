@@ -17,7 +17,8 @@ from fuzz.backends.openvino import OpenVinoFold
 from fuzz.engine.check import check
 from fuzz.engine.replay import replay
 from fuzz.errors import UsageError
-from fuzz.model.case import Case, Form, Importer, OnnxForm, Topology
+from fuzz.model.case import Case, Topology
+from fuzz.model.form import Form, Importer, OnnxForm
 from fuzz.oracle.verdict import Symptom
 from fuzz.render.report import issue_of
 from fuzz.render.script import render_script

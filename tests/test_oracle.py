@@ -16,9 +16,9 @@ from cases import PUBLIC_NAN_REPORT, make_case
 
 from fuzz.backends.tvm.execute import COUNTED_OPS
 from fuzz.model.case import Case, Topology
-from fuzz.model.decline import Reason, block_reasons
+from fuzz.model.decline_reasons import Reason, block_reasons
+from fuzz.oracle.execution import Execution, Failure, Outputs, Stage
 from fuzz.oracle.reference import reference
-from fuzz.oracle.results import Execution, Failure, Outputs, Stage
 from fuzz.oracle.verdict import Symptom, judge, must_not_fold_reasons, within_bound
 
 
@@ -138,7 +138,7 @@ def test_a_module_not_run_is_judged_from_its_ir_alone() -> None:
     # nothing built or run (the pass changed nothing): no numbers, but missed-fold stands
     ex = replace(execution(CASE, changed=False), baseline=None, folded=None)
     assert judge(CASE, ex, reference(CASE)).findings == ()
-    missed = judge(CASE, ex, reference(CASE), must_fold=True)
+    missed = judge(CASE, ex, reference(CASE), complete_fold=True)
     assert [f.symptom for f in missed.findings] == [Symptom.MISSED_FOLD]
 
 
@@ -260,7 +260,7 @@ def test_without_numbers_only_output_shapes_are_judged() -> None:
 
 
 def must_fold(case: Case, ex: Execution) -> list[Symptom]:
-    return [f.symptom for f in judge(case, ex, reference(case), must_fold=True).findings]
+    return [f.symptom for f in judge(case, ex, reference(case), complete_fold=True).findings]
 
 
 def test_missed_fold_when_a_foldable_batch_norm_stays() -> None:
@@ -340,7 +340,7 @@ def test_the_bias_add_of_a_conv_with_bias_is_taken_over() -> None:
 
 def test_missed_fold_is_judged_where_the_unfolded_program_fails() -> None:
     ex = replace(execution(CASE, changed=False), baseline=Failure(Stage.BUILD, "TVMError", "no"))
-    verdict = judge(CASE, ex, reference(CASE), must_fold=True)
+    verdict = judge(CASE, ex, reference(CASE), complete_fold=True)
     assert [f.symptom for f in verdict.findings] == [Symptom.MISSED_FOLD] and verdict.skipped
 
 

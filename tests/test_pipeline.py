@@ -29,7 +29,7 @@ from fuzz.model.pipeline import (
     pipeline_from_json,
     pipeline_to_json,
 )
-from fuzz.oracle.results import Stage
+from fuzz.oracle.execution import Stage
 from fuzz.oracle.signature import Signature
 from fuzz.oracle.verdict import Finding, Symptom
 from fuzz.render.report import render_issue, render_script

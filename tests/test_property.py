@@ -21,7 +21,7 @@ from hypothesis import Phase, event, given, settings
 from hypothesis import strategies as st
 
 import strategies
-from fuzz.backends import PassLike, resolve_fold
+from fuzz.backends import FoldLike, resolve_fold
 from fuzz.backends.tvm.compile_cache import CompileCache
 from fuzz.backends.tvm.passes import PassFactory, resolve_pass
 from fuzz.engine.check import check
@@ -41,7 +41,7 @@ PASSES: dict[str, PassFactory] = {
 }
 
 
-def assert_no_finding(case: Case, make_pass: PassLike, name: str) -> None:
+def assert_no_finding(case: Case, make_pass: FoldLike, name: str) -> None:
     """Fail with a reproducer if the pass has a finding, or the unfolded program
     misses its own bound (a bug in TVM's lowering or in our reference: either way a
     result nobody should trust). TVM 0.27's float32 results from half-precision
@@ -56,7 +56,7 @@ def assert_no_finding(case: Case, make_pass: PassLike, name: str) -> None:
         pytest.fail(
             f"pass {name!r}: {found[0].symptom.value} at {found[0].stage}: {found[0].message}\n"
             f"To reproduce: save the case below as case.json and run, from the repository root,\n"
-            f'  python -c "from fuzz.model.case import loads; from fuzz.engine.check import check; '
+            f'  python -c "from fuzz.model.case_json import loads; from fuzz.engine.check import check; '
             f"from fuzz.backends import resolve_fold; "
             f"print(check(loads(open('case.json').read()), resolve_fold('{name}')).verdict)\"\n" + dumps(case)
         )

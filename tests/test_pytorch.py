@@ -26,10 +26,12 @@ from fuzz.engine.check import check  # noqa: E402
 from fuzz.engine.replay import replay  # noqa: E402
 from fuzz.engine.run import RunConfig  # noqa: E402
 from fuzz.errors import UsageError  # noqa: E402
-from fuzz.model.case import Case, CaseError, Epilogue, Form, Importer, Topology, TorchForm  # noqa: E402
+from fuzz.model.case import Case, Epilogue, Topology  # noqa: E402
 from fuzz.model.case_json import case_from_json, case_to_json  # noqa: E402
+from fuzz.model.form import Form, Importer, TorchForm  # noqa: E402
+from fuzz.model.tensor import CaseError  # noqa: E402
 from fuzz.model.torch_model import FOLDS, fold_source, torch_model  # noqa: E402
-from fuzz.oracle.results import Failure, Outputs  # noqa: E402
+from fuzz.oracle.execution import Failure, Outputs  # noqa: E402
 from fuzz.oracle.verdict import Symptom  # noqa: E402
 from fuzz.render.report import issue_of  # noqa: E402
 from fuzz.render.script import render_script  # noqa: E402

@@ -18,7 +18,7 @@ from script_batch import run_scripts
 
 from fuzz.backends import backend_of
 from fuzz.cli import main
-from fuzz.oracle.results import Outputs
+from fuzz.oracle.execution import Outputs
 from fuzz.oracle.verdict import Symptom
 from fuzz.render.report import issue_of, render_issue, render_script
 from fuzz.render.skeleton import _difference

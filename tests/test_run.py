@@ -18,7 +18,7 @@ def parsed(argv: list[str]) -> RunConfig:
 def non_default(config: RunConfig, field: dataclasses.Field[object]) -> object:
     """A value other than the default for every field a user can set."""
     return {
-        "pass_name": "fixed", "must_fold": False, "budget": 12.5, "max_examples": 7, "seed": 4,
+        "pass_name": "fixed", "complete_fold": False, "budget": 12.5, "max_examples": 7, "seed": 4,
         "shrink_seconds": 0.25, "out": Path("o"), "pipelines": True, "isolate": False, "timeout": 9.0,
         "no_cache": True, "cache_dir": Path("c"), "lowering": True, "database": "db", "workers": 3,
     }[field.name]  # fmt: skip
@@ -33,7 +33,7 @@ def test_every_option_reaches_the_workers() -> None:
         assert worker == expected
 
 
-@pytest.mark.parametrize("tri_state", ["must_fold", "isolate", "lowering"])
+@pytest.mark.parametrize("tri_state", ["complete_fold", "isolate", "lowering"])
 @pytest.mark.parametrize("value", [None, True, False])
 def test_a_tri_state_option_stays_unset_on_or_off(tri_state: str, value: bool | None) -> None:
     config = dataclasses.replace(RunConfig("upstream", workers=2), **{tri_state: value})

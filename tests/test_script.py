@@ -13,8 +13,9 @@ from cases import make_case
 
 from fuzz.backends.tvm.build import build_module
 from fuzz.backends.tvm.compat import structural_equal
-from fuzz.model.case import Case, Epilogue, Form, Importer, Topology
-from fuzz.oracle.results import Stage
+from fuzz.model.case import Case, Epilogue, Topology
+from fuzz.model.form import Form, Importer
+from fuzz.oracle.execution import Stage
 from fuzz.oracle.verdict import Symptom
 from fuzz.render.script import render_script
 from fuzz.store.corpus import Entry

@@ -21,18 +21,16 @@ from hypothesis.errors import InvalidArgument
 import strategies
 from fuzz.model.case import (
     DATA_LAYOUTS,
-    DTYPES,
     KERNEL_LAYOUTS,
-    OPERANDS,
     BatchNormAttrs,
     Case,
     Conv2dAttrs,
-    Tensor,
     Topology,
     kernel_shape,
     kernel_to_oihw,
 )
 from fuzz.model.case_json import case_from_json, case_to_json, dumps, loads, same_bits
+from fuzz.model.tensor import DTYPES, OPERANDS, Tensor
 from strategies import Axis, Magnitude, batch_norm_attrs, case_batches, cases, conv2d_attrs, tensors
 
 #: Deterministic runs of many examples, independent of the active profile.

@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from fuzz.backends import backend_of, resolve_fold
 from fuzz.backends.tvm.passes import UnknownPass
 from fuzz.engine.check import check
-from fuzz.model.case import Case, Form, Importer, OnnxForm
+from fuzz.model.case import Case
+from fuzz.model.form import Form, Importer, OnnxForm
 from fuzz.oracle.verdict import Symptom
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import fuzz.engine.campaign, fuzz.engine.check, fuzz.engine.minimize, fuzz.oracle.verdict, fuzz.engine.replay, fuzz.render.report, fuzz.render.script
 from fuzz.engine.histograms import histograms
-from fuzz.render.campaign_report import write_report
+from fuzz.render.campaign_summary import write_report
 from fuzz.store.corpus import dumps_entry, load_entry
 from fuzz.store.findings import FindingRecord, read_finding, write_finding
 from fuzz.render.github import file_issues
@@ -74,7 +74,7 @@ from hypothesis import strategies as st
 from fuzz.backends import resolve_fold
 from fuzz.backends.onnxruntime import onnx_cases
 from fuzz.engine.campaign import run_campaign
-from fuzz.model.case import OnnxForm
+from fuzz.model.form import OnnxForm
 from fuzz.store.corpus import load_entry
 from fuzz.render.report import issue_of
 

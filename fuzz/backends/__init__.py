@@ -10,7 +10,7 @@ optimizer at a level (``onnxruntime:basic``, ``:extended``, ``:all``;
 ``torch:fuse_modules``, ``torch:fx``, ``torch:inductor``; :mod:`fuzz.backends.torch`). TVM's names include
 its ONNX path, ``tvm:onnx``. A fold materialises a case in its framework, runs it
 unfolded and folded, and returns what happened as the framework-free values of
-:mod:`fuzz.oracle.results` (:class:`~fuzz.oracle.results.Execution`); the reference, the oracle, the
+:mod:`fuzz.oracle.execution` (:class:`~fuzz.oracle.execution.Execution`); the reference, the oracle, the
 campaign, the minimiser and the reports take it from there and import no framework.
 
 Key idea: the registry imports a backend only when a name of it is resolved, so a
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from fuzz.model.case import Case
     from fuzz.model.pipeline import Pipeline
-    from fuzz.oracle.results import Execution, Outputs
+    from fuzz.oracle.execution import Execution, Outputs
 
 __all__ = [
     "BACKENDS",
@@ -42,8 +42,8 @@ __all__ = [
     "Backend",
     "BackendMissing",
     "Fold",
+    "FoldLike",
     "ModelTool",
-    "PassLike",
     "Runner",
     "as_fold",
     "backend_of",
@@ -80,7 +80,7 @@ class Fold(Protocol):
         baseline_needed: Callable[[Outputs], bool] | None = None,
     ) -> Execution:
         """Run ``case`` unfolded and folded (``fuzz.backends.tvm.execute.execute`` says what each
-        option means); framework errors become :class:`~fuzz.oracle.results.Failure` values."""
+        option means); framework errors become :class:`~fuzz.oracle.execution.Failure` values."""
         ...
 
     def cases(self) -> SearchStrategy[Case]:
@@ -106,7 +106,7 @@ class Fold(Protocol):
 
 
 #: A fold, or a zero-argument factory of fresh TVM passes (a TVM fold without a name).
-PassLike = Fold | Callable[[], Any]
+FoldLike = Fold | Callable[[], Any]
 
 
 @dataclass(frozen=True)
@@ -361,13 +361,13 @@ def report_of(name: str) -> Any:
     return importlib.import_module(backend_of(name).report)
 
 
-def as_fold(make_pass: PassLike) -> Fold:
-    """``make_pass`` as a :class:`Fold`: a fold as it is, a factory of TVM passes wrapped."""
-    if isinstance(make_pass, Fold):
-        return make_pass
+def as_fold(fold: FoldLike) -> Fold:
+    """``fold`` as a :class:`Fold`: a fold as it is, a factory of TVM passes wrapped."""
+    if isinstance(fold, Fold):
+        return fold
     row = BACKENDS[DEFAULT_BACKEND]
-    fold: Fold = _module(row, row.fold).fold_of(make_pass)
-    return fold
+    wrapped: Fold = _module(row, row.fold).fold_of(fold)
+    return wrapped
 
 
 def pass_help() -> str:

@@ -25,7 +25,7 @@ from fuzz.backends import MODEL_TOOLS, BackendMissing, ModelTool
 from fuzz.backends.onnxruntime import DISABLE_ALL, Folded, FoldFailed, OnnxFold, onnx_cases, session
 from fuzz.model.case import Case
 from fuzz.model.onnx_graph import caller_inputs, min_ir_versions, newest_opset
-from fuzz.oracle.results import Stage
+from fuzz.oracle.execution import Stage
 from strategies.onnx import onnx_forms
 
 __all__ = ["ToolFold", "resolve"]

@@ -35,10 +35,11 @@ from hypothesis.strategies import SearchStrategy
 import strategies
 from fuzz.errors import CaseOutsideBackend, UsageError
 from fuzz.fpenv import register_threads
-from fuzz.model.case import ONNX_TOPOLOGIES, Case, Importer, OnnxForm
+from fuzz.model.case import ONNX_TOPOLOGIES, Case
+from fuzz.model.form import Importer, OnnxForm
 from fuzz.model.onnx_graph import min_ir_versions, newest_opset, onnx_graph, onnx_model
 from fuzz.model.pipeline import Pipeline
-from fuzz.oracle.results import Execution, Failure, Outputs, Stage
+from fuzz.oracle.execution import Execution, Failure, Outputs, Stage
 from strategies.onnx import onnx_forms
 
 __all__ = [
@@ -182,7 +183,7 @@ class OnnxFold:
 
     def interface(self, given: Any, written: Any) -> tuple[str, str] | None:
         """The model's inputs and outputs before and after the fold, where the fold's
-        output is the product and they differ (see :class:`fuzz.oracle.results.Execution`)."""
+        output is the product and they differ (see :class:`fuzz.oracle.execution.Execution`)."""
         return None
 
     def execute(

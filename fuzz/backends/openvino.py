@@ -35,7 +35,7 @@ from fuzz.backends.onnxruntime import Folded, FoldFailed, OnnxFold
 from fuzz.errors import UsageError
 from fuzz.fpenv import register_threads
 from fuzz.model.onnx_graph import caller_inputs
-from fuzz.oracle.results import Stage
+from fuzz.oracle.execution import Stage
 
 __all__ = ["CONFIG", "OpenVinoFold", "resolve"]
 

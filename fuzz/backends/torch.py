@@ -38,10 +38,12 @@ from torch._dynamo.utils import counters
 import strategies
 from fuzz.errors import CaseOutsideBackend, UsageError
 from fuzz.fpenv import register_threads
-from fuzz.model.case import TORCH_TOPOLOGIES, Case, Importer, Tensor, Topology, np_dtype
+from fuzz.model.case import TORCH_TOPOLOGIES, Case, Topology
+from fuzz.model.form import Importer
 from fuzz.model.pipeline import Pipeline
+from fuzz.model.tensor import Tensor, np_dtype
 from fuzz.model.torch_model import FOLDS, TorchModel, fold_source, torch_model
-from fuzz.oracle.results import Execution, Failure, Outputs, Stage
+from fuzz.oracle.execution import Execution, Failure, Outputs, Stage
 from strategies.attributes import MOSTLY_FALSE
 from strategies.options import DEFAULT_DTYPES
 from strategies.torch_forms import torch_forms

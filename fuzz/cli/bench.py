@@ -141,8 +141,8 @@ def _bench(args: argparse.Namespace) -> int:
 
     if args.time_to_find:
         return _time_to_find(args)
-    make_pass = resolve(args.pass_name)
-    tvm_passes = backend_of(make_pass.name).tvm_passes
+    fold = resolve(args.pass_name)
+    tvm_passes = backend_of(fold.name).tvm_passes
     if not tvm_passes and args.campaign_seconds:
         raise UsageError(f"--campaign-seconds is for TVM's passes, not {args.pass_name}")
     if args.isolation:
@@ -164,7 +164,7 @@ def _bench(args: argparse.Namespace) -> int:
         return EXIT_CLEAN
     if not tvm_passes:  # no compile cache, no growth table: checks and a campaign
         summary = run_backend_bench(
-            make_pass,
+            fold,
             seconds=args.seconds,
             seed=args.seed,
             log=lambda message: print(f"bench: {message}", file=sys.stderr, flush=True),
@@ -172,7 +172,7 @@ def _bench(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2) if args.json else tables.backend_bench_table(summary))
         return EXIT_CLEAN
     summary = run_bench(
-        make_pass,
+        fold,
         seconds=args.seconds,
         seed=args.seed,
         growth_seconds=args.growth_seconds,

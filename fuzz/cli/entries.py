@@ -242,8 +242,8 @@ def _triage(args: argparse.Namespace) -> int:
 
 
 def _declines(args: argparse.Namespace) -> int:
-    from fuzz.engine.declines import DeclineNotFound, decline_entry
-    from fuzz.model.decline import Reason
+    from fuzz.engine.decline_entries import DeclineNotFound, decline_entry
+    from fuzz.model.decline_reasons import Reason
     from fuzz.store.corpus import dumps_entry
     from fuzz.store.storage import file_name, write_atomic
 

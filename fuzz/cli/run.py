@@ -47,6 +47,7 @@ def add_parsers(sub: Any) -> None:
     )
     run.add_argument(
         "--must-fold",
+        dest="complete_fold",
         action=argparse.BooleanOptionalAction,
         default=None,
         help="judge the pass as a complete fold: a batch_norm it keeps without a reason the oracle "
@@ -183,12 +184,12 @@ def _run(args: argparse.Namespace) -> int:
     from fuzz.engine.run import RunConfig, run
 
     config = RunConfig.from_namespace(args)
-    make_pass = resolve(config.pass_name, config.must_fold)
+    fold = resolve(config.pass_name, config.complete_fold)
     if args.report is not None:
         check_out_dir(args.report, "--report")
     progress = _Progress(sys.stderr)
     try:
-        outcome = run(config, make_pass, progress)
+        outcome = run(config, fold, progress)
     finally:
         progress.end()
     interrupted = EXIT_INTERRUPTED if outcome.summary["interrupted"] else None
@@ -236,7 +237,7 @@ def _finish(
     (``output_error``, or the report now), the summary is still printed, every finding in
     it, then the error: exit 2."""
     if args.report is not None:
-        from fuzz.render.campaign_report import write_report
+        from fuzz.render.campaign_summary import write_report
 
         try:
             summary["report"] = str(write_report(summary, args.report, args.out))

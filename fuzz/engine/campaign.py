@@ -37,7 +37,7 @@ from hypothesis.errors import Flaky, HypothesisWarning
 from hypothesis.reporting import with_reporter
 
 import strategies
-from fuzz.backends import PassLike, Runner, as_fold
+from fuzz.backends import FoldLike, Runner, as_fold
 from fuzz.engine.campaign_control import CtrlC, default_shrink_seconds, shrinking_capped
 from fuzz.engine.campaign_result import CampaignResult, Hit, Progress, record_checked, record_events
 from fuzz.engine.check import Checked, check
@@ -296,7 +296,7 @@ class _Campaign:
 
 
 def run_campaign(
-    make_pass: PassLike,
+    fold: FoldLike,
     *,
     budget_seconds: float | None = None,
     max_examples: int | None = None,
@@ -310,14 +310,14 @@ def run_campaign(
     database: ExampleDatabase | None = None,
     lowering: bool = False,
 ) -> CampaignResult:
-    """Fuzz ``make_pass`` (a :class:`fuzz.backends.Fold`, or a factory of TVM passes) until
+    """Fuzz ``fold`` (a :class:`fuzz.backends.Fold`, or a factory of TVM passes) until
     a budget runs out; return every distinct bug found. The cases are drawn from the
     fold's :meth:`~fuzz.backends.Fold.cases` unless ``cases`` is given.
 
     ``runner`` compiles and runs modules: the naive :func:`fuzz.backends.tvm.execute.compile_and_run`
     by default, or :meth:`fuzz.backends.tvm.compile_cache.CompileCache.run`. ``pipelines``: run each
     case inside a drawn pipeline (:mod:`strategies.pipelines`) instead of through the pass
-    alone. ``checker`` replaces :func:`check` (``make_pass`` and ``runner`` are then
+    alone. ``checker`` replaces :func:`check` (``fold`` and ``runner`` are then
     unused): :class:`fuzz.engine.isolate.IsolatedChecker` runs each case in a worker process.
     ``database``: a Hypothesis example database shared with other campaigns (see
     :func:`fuzz.engine.campaign_control.example_database`); failures found anywhere are replayed here first.
@@ -343,14 +343,14 @@ def run_campaign(
     further = st.none() if cases is not None else st.data()
     strategy = st.tuples(
         pipelines if pipelines is not None else st.none(),
-        cases if cases is not None else as_fold(make_pass).cases(),
+        cases if cases is not None else as_fold(fold).cases(),
         further,
     )
     in_process = checker is None
     if checker is None:
 
         def checker(case: Case, pipeline: Pipeline | None) -> Checked:
-            return check(case, make_pass, runner, pipeline, lowering=lowering)
+            return check(case, fold, runner, pipeline, lowering=lowering)
 
     cap = default_shrink_seconds(budget_seconds) if shrink_seconds is None else shrink_seconds
     simplifier = None
@@ -359,7 +359,7 @@ def run_campaign(
         def simplifier(hit: Hit) -> Hit:
             case, pipeline = hit.checked.case, hit.checked.pipeline
             start = time.monotonic()
-            simpler, pipeline, narrowed = simplify(case, make_pass, pipeline, runner=runner, seconds=2 * cap)
+            simpler, pipeline, narrowed = simplify(case, fold, pipeline, runner=runner, seconds=2 * cap)
             again = checker(simpler, pipeline)
             finding = again.verdict.primary
             if narrowed is None or finding is None:  # cannot happen for a deterministic pass

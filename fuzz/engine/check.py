@@ -19,12 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fuzz.backends import PassLike, Runner, as_fold, scope_of
+from fuzz.backends import FoldLike, Runner, as_fold, scope_of
 from fuzz.fpenv import flush_requested, pinned
 from fuzz.model.case import Case
 from fuzz.model.pipeline import Pipeline
+from fuzz.oracle.execution import Execution, Failure, Outputs, Stage
 from fuzz.oracle.reference import Reference, reference
-from fuzz.oracle.results import Execution, Failure, Outputs, Stage
 from fuzz.oracle.verdict import Finding, Symptom, Verdict, judge, within_bound
 
 __all__ = ["Checked", "check"]
@@ -49,19 +49,19 @@ class Checked:
 
 def check(
     case: Case,
-    make_pass: PassLike,
+    under_test: FoldLike,
     runner: Runner | None = None,
     pipeline: Pipeline | None = None,
     *,
-    must_fold: bool | None = None,
+    complete_fold: bool | None = None,
     lowering: bool = True,
     flush: bool | None = None,
 ) -> Checked:
-    """Run one case through a fold (:class:`fuzz.backends.Fold`, or a factory of TVM
-    passes), or through ``pipeline`` with the fold in it, and judge it (``runner``: the
-    backend's, see :meth:`fuzz.backends.Fold.runner`).
+    """Run one case through the fold ``under_test`` (:class:`fuzz.backends.Fold`, or a
+    factory of TVM passes taken as one), or through ``pipeline`` with the fold in it, and
+    judge it (``runner``: the backend's, see :meth:`fuzz.backends.Fold.runner`).
 
-    ``must_fold``: judge the ``missed-fold`` property (default: if the fold claims a
+    ``complete_fold``: judge the ``missed-fold`` property (default: if the fold claims a
     complete fold); never inside a pipeline.
     ``lowering=False``: judge the pass only, not the framework's lowering: where the pass
     changed nothing, build and run nothing (only the IR is judged), and run the unfolded
@@ -72,7 +72,7 @@ def check(
     ``flush``: run the fold with subnormals flushed to zero (FTZ and DAZ); a verdict must
     not change with it (None: as ``BNFUZZ_FLUSH_DENORMALS`` says, else kept).
     """
-    fold = as_fold(make_pass)
+    fold = as_fold(under_test)
     flush = flush_requested() if flush is None else flush
     with pinned():
         ref = reference(case)
@@ -86,9 +86,9 @@ def check(
             execution = fold.execute(
                 case, runner, unchanged=lowering, baseline_needed=None if lowering else needed
             )
-        complete = fold.complete_fold if must_fold is None else must_fold
+        complete = fold.complete_fold if complete_fold is None else complete_fold
         with pinned():
-            verdict = judge(case, execution, ref, must_fold=complete)
+            verdict = judge(case, execution, ref, complete_fold=complete)
         return Checked(case, execution, ref, verdict, scope=scope_of(fold.name), flush=state)
     mixed = pipeline.mixed_precision  # outputs judged by shape alone, against the unfolded ones
     with pinned(flush) as state:

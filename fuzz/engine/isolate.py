@@ -35,8 +35,8 @@ from fuzz.errors import BnfuzzError
 from fuzz.fpenv import flush_requested
 from fuzz.model.case import Case
 from fuzz.model.pipeline import Pipeline
+from fuzz.oracle.execution import Execution, Failure, Stage
 from fuzz.oracle.reference import reference
-from fuzz.oracle.results import Execution, Failure, Stage
 from fuzz.oracle.verdict import Finding, Symptom, Verdict
 
 __all__ = ["IsolatedChecker", "WorkerError"]
@@ -60,8 +60,8 @@ def _serve(
 ) -> None:
     """The worker's loop: receive (case, pipeline), send ("ok", Checked) or ("error", text)."""
     try:
-        make_pass = resolve_fold(pass_name, complete_fold=complete_fold)
-        runner = make_pass.runner(cache_dir or None) if cache else None
+        fold = resolve_fold(pass_name, complete_fold=complete_fold)
+        runner = fold.runner(cache_dir or None) if cache else None
     except BaseException:
         conn.send(("error", traceback.format_exc()))
         return
@@ -75,7 +75,7 @@ def _serve(
             return
         case, pipeline = message
         try:
-            conn.send(("ok", check(case, make_pass, runner, pipeline, lowering=lowering, flush=flush)))
+            conn.send(("ok", check(case, fold, runner, pipeline, lowering=lowering, flush=flush)))
         except Exception as exc:  # our own exception (an invalid case, a bug): the parent re-raises
             conn.send(("raise", exc))
 
@@ -273,8 +273,8 @@ def _main(argv: list[str]) -> None:
     --lowering|--no-lowering --flush|--no-flush|--flush-default``: the worker."""
     # Ctrl-C reaches the whole process group: the parent decides, and stops the worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    fd, pass_name, cache, cache_dir, must_fold, lowering, flush = argv
-    complete = {"default": None, "must-fold": True, "no-must-fold": False}[must_fold]
+    fd, pass_name, cache, cache_dir, claim, lowering, flush = argv
+    complete = {"default": None, "must-fold": True, "no-must-fold": False}[claim]
     _serve(
         Connection(int(fd)),
         pass_name,

@@ -22,14 +22,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from fuzz.backends import PassLike, Runner, as_fold
+from fuzz.backends import FoldLike, Runner, as_fold
 from fuzz.engine.check import check
 from fuzz.engine.simplifications import simplifications
-from fuzz.model.case import (
-    Case,
-)
+from fuzz.model.case import Case
 from fuzz.model.pipeline import Pipeline
-from fuzz.oracle.results import Outputs
+from fuzz.oracle.execution import Outputs
 from fuzz.oracle.signature import Signature
 
 __all__ = ["Attempt", "Bug", "found", "minimality", "simplify"]
@@ -46,11 +44,11 @@ class Bug:
 
 
 def found(
-    case: Case, make_pass: PassLike, pipeline: Pipeline | None = None, runner: Runner | None = None
+    case: Case, fold: FoldLike, pipeline: Pipeline | None = None, runner: Runner | None = None
 ) -> Bug | None:
-    """The bug ``make_pass`` (inside ``pipeline``, if given) shows on ``case``, or None
+    """The bug ``fold`` (inside ``pipeline``, if given) shows on ``case``, or None
     (``runner``: see :func:`fuzz.backends.tvm.execute.execute`)."""
-    checked = check(case, make_pass, runner, pipeline)
+    checked = check(case, fold, runner, pipeline)
     finding = checked.verdict.primary
     if finding is None:
         return None
@@ -131,14 +129,14 @@ def _steps(case: Case, pipeline: Pipeline | None) -> list[tuple[str, Step]]:
 def _attempt(
     subject: Subject,
     target: Bug,
-    make_pass: PassLike,
+    fold: FoldLike,
     description: str,
     step: Step,
     runner: Runner | None = None,
 ) -> tuple[Attempt, Subject, Bug | None]:
     try:
         simpler = step(subject)
-        bug = found(simpler[0], make_pass, simpler[1], runner)
+        bug = found(simpler[0], fold, simpler[1], runner)
     except ValueError as exc:  # CaseError, ModuleError, or an empty conv output
         return Attempt(description, "invalid", str(exc)[:80]), subject, None
     if bug is None or not _same_bug(bug.signature, target.signature):
@@ -148,28 +146,28 @@ def _attempt(
     return Attempt(description, "remains"), simpler, bug
 
 
-def minimality(case: Case, make_pass: PassLike, pipeline: Pipeline | None = None) -> list[Attempt]:
+def minimality(case: Case, fold: FoldLike, pipeline: Pipeline | None = None) -> list[Attempt]:
     """Each simplification of ``case`` (and ``pipeline``) tried on its own: does the bug survive?
     The attempts share the backend's runner (TVM: one compile cache, so the value steps of
     one structure compile it once; the same outputs bit for bit)."""
-    runner = as_fold(make_pass).runner()
-    target = found(case, make_pass, pipeline, runner)
+    runner = as_fold(fold).runner()
+    target = found(case, fold, pipeline, runner)
     if target is None:
         return []
     subject = (case, pipeline)
-    return [_attempt(subject, target, make_pass, d, step, runner)[0] for d, step in _steps(case, pipeline)]
+    return [_attempt(subject, target, fold, d, step, runner)[0] for d, step in _steps(case, pipeline)]
 
 
 def simplify(
     case: Case,
-    make_pass: PassLike,
+    fold: FoldLike,
     pipeline: Pipeline | None = None,
     *,
     runner: Runner | None = None,
     seconds: float | None = None,
 ) -> tuple[Case, Pipeline | None, Signature | None]:
     """``case`` and ``pipeline`` with every one-step simplification applied that keeps the
-    bug, and the bug's signature then (None if ``make_pass`` shows no bug on ``case``).
+    bug, and the bug's signature then (None if ``fold`` shows no bug on ``case``).
 
     A simplification that drops an essential attribute while the bug stays (a
     ``groups=2`` the underflow never needed) is kept, and the signature narrows with it;
@@ -179,7 +177,7 @@ def simplify(
     makes it fast); ``seconds``: stop after about this long, keeping what is simplified.
     """
     start = time.monotonic()
-    target = found(case, make_pass, pipeline, runner)
+    target = found(case, fold, pipeline, runner)
     subject: Subject = (case, pipeline)
     changed = target is not None
     while changed and target is not None:
@@ -187,7 +185,7 @@ def simplify(
         for description, step in _steps(*subject):
             if seconds is not None and time.monotonic() - start > seconds:
                 break
-            attempt, simpler, bug = _attempt(subject, target, make_pass, description, step, runner)
+            attempt, simpler, bug = _attempt(subject, target, fold, description, step, runner)
             if attempt.outcome == "remains" and bug is not None:
                 subject, target, changed = simpler, bug, True
                 break

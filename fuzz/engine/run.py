@@ -46,7 +46,7 @@ class RunConfig:
     """Everything ``bnfuzz run`` is told (``None``: the option was not given)."""
 
     pass_name: str
-    must_fold: bool | None = None
+    complete_fold: bool | None = None
     budget: float | None = None
     max_examples: int | None = None
     seed: int = 0
@@ -105,7 +105,7 @@ class RunConfig:
         argv += ["--pipelines"] if self.pipelines else []
         argv += ["--no-cache"] if self.no_cache else []
         for name, on in (
-            ("must-fold", self.must_fold),
+            ("must-fold", self.complete_fold),
             ("isolate", self.isolate),
             ("lowering", self.lowering),
         ):
@@ -243,10 +243,10 @@ def _open_database(where: str) -> Any:
     return database
 
 
-def run(config: RunConfig, make_pass: Fold, on_progress: Callable[[Any], None] | None = None) -> Outcome:
-    """Fuzz the fold ``make_pass`` (what ``config.pass_name`` resolved to) as ``config``
+def run(config: RunConfig, fold: Fold, on_progress: Callable[[Any], None] | None = None) -> Outcome:
+    """Fuzz the fold ``fold`` (what ``config.pass_name`` resolved to) as ``config``
     says. ``on_progress`` sees each :class:`fuzz.engine.campaign_result.Progress`."""
-    row = backend_of(make_pass.name)
+    row = backend_of(fold.name)
     if config.pipelines and not row.tvm_passes:
         raise UsageError(
             f"--pipelines: pipelines are TVM's passes; {config.pass_name!r} is {row.framework}'s"
@@ -256,12 +256,12 @@ def run(config: RunConfig, make_pass: Fold, on_progress: Callable[[Any], None] |
             check_out_dir(where, option)
     if config.workers > 1:
         return _run_workers(config)
-    part = _run_here(config, make_pass, on_progress)
+    part = _run_here(config, fold, on_progress)
     summary = summarise(config, [part], database=config.database, failed_workers=[], interrupted=False)
     return Outcome(summary, part.output_error)
 
 
-def _run_here(config: RunConfig, make_pass: Fold, on_progress: Callable[[Any], None] | None) -> Part:
+def _run_here(config: RunConfig, fold: Fold, on_progress: Callable[[Any], None] | None) -> Part:
     from fuzz.backends.tvm.compat import tvm_version
     from fuzz.engine.campaign import StopCampaign, run_campaign
     from fuzz.engine.campaign_result import Hit, Progress
@@ -327,7 +327,7 @@ def _run_here(config: RunConfig, make_pass: Fold, on_progress: Callable[[Any], N
 
     runner = None
     if not config.no_cache and not config.isolated:
-        runner = make_pass.runner(config.cache_dir)
+        runner = fold.runner(config.cache_dir)
     cache = getattr(runner, "__self__", None)  # a compile cache's counters go into the summary
     pipelines = None
     if config.pipelines:
@@ -346,12 +346,12 @@ def _run_here(config: RunConfig, make_pass: Fold, on_progress: Callable[[Any], N
                     timeout=config.timeout,
                     cache=not config.no_cache,
                     cache_dir=config.cache_dir,
-                    complete_fold=config.must_fold,
+                    complete_fold=config.complete_fold,
                     lowering=config.judges_lowering,
                 )
             )
         result = run_campaign(
-            make_pass,
+            fold,
             runner=runner,
             budget_seconds=config.budget_seconds,
             max_examples=config.max_examples,
@@ -390,7 +390,7 @@ def _run_here(config: RunConfig, make_pass: Fold, on_progress: Callable[[Any], N
         if config.out is not None
         else [],
         tvm=tvm_version(),
-        framework=f"{backend_of(make_pass.name).framework} {make_pass.version()}",
+        framework=f"{backend_of(fold.name).framework} {fold.version()}",
         worker_starts=None if checker is None else checker.starts,
         cache=None
         if cache is None

@@ -12,18 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from fuzz.model.case import (
-    OPERANDS,
-    Block,
-    Case,
-    CaseError,
-    Epilogue,
-    Form,
-    Tensor,
-    Topology,
-    conv_output_shape,
-    kernel_to_oihw,
-)
+from fuzz.model.case import Block, Case, Epilogue, Topology, conv_output_shape, kernel_to_oihw
+from fuzz.model.form import Form
+from fuzz.model.tensor import OPERANDS, CaseError, Tensor
 
 __all__ = ["simplifications", "with_defaults_except"]
 

@@ -36,11 +36,12 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 import strategies
-from fuzz.backends import Fold, PassLike, Runner, backend_of, resolve_fold
+from fuzz.backends import Fold, FoldLike, Runner, backend_of, resolve_fold
 from fuzz.engine.campaign import run_campaign
 from fuzz.engine.check import check
-from fuzz.model.case import BatchNormAttrs, Block, Case, Conv2dAttrs, Tensor, Topology
+from fuzz.model.case import BatchNormAttrs, Block, Case, Conv2dAttrs, Topology
 from fuzz.model.pipeline import Pipeline
+from fuzz.model.tensor import Tensor
 
 __all__ = [
     "GROWTH",
@@ -108,13 +109,13 @@ def run_isolation_bench(
     backend its own cases (:meth:`fuzz.backends.Fold.cases`) as a campaign checks them."""
     from fuzz.engine.isolate import IsolatedChecker
 
-    make_pass = resolve_fold(pass_name)
+    fold = resolve_fold(pass_name)
     drawn: list[tuple[Case, Pipeline | None]]
     if backend_of(pass_name).tvm_passes:
         drawn = list(collect_pipeline_cases(batches, seed))
     else:
-        drawn = [(case, None) for case in _draw(make_pass.cases(), batches, seed)]
-    runner = make_pass.runner()
+        drawn = [(case, None) for case in _draw(fold.cases(), batches, seed)]
+    runner = fold.runner()
     rows = []
     # both sides judge as a campaign does: the fold, not the framework's own lowering
     with IsolatedChecker(pass_name, cache=True, lowering=False) as isolated:
@@ -122,7 +123,7 @@ def run_isolation_bench(
         for r in range(rounds):
             start = time.perf_counter()
             for case, pipeline in drawn:
-                check(case, make_pass, runner, pipeline, lowering=False)
+                check(case, fold, runner, pipeline, lowering=False)
             here = time.perf_counter() - start
             start = time.perf_counter()
             for case, pipeline in drawn:
@@ -149,7 +150,7 @@ def run_isolation_bench(
 
 def _throughput(
     cases: Sequence[Case],
-    make_pass: PassLike,
+    fold: FoldLike,
     runner: Runner | None,
     seconds: float,
     *,
@@ -161,7 +162,7 @@ def _throughput(
     start = time.perf_counter()
     done = 0
     for case in cases:
-        check(case, make_pass, runner, lowering=lowering)
+        check(case, fold, runner, lowering=lowering)
         done += 1
         if time.perf_counter() - start >= seconds:
             break
@@ -192,7 +193,7 @@ def layer_case(channels: int, spatial: int) -> Case:
 
 
 def run_bench(
-    make_pass: PassLike,
+    fold: FoldLike,
     *,
     seconds: float,
     seed: int = 0,
@@ -209,18 +210,18 @@ def run_bench(
     log(f"drawing {batches} batches of value sets")
     cases = collect_value_sets(batches, seed)
     log(f"naive path for {seconds:.0f} s")
-    naive_n, naive_s = _throughput(cases, make_pass, None, seconds)
+    naive_n, naive_s = _throughput(cases, fold, None, seconds)
     log(f"cached path, cold, for {seconds:.0f} s")
     cache = CompileCache(capacity=4096)
-    cold_n, cold_s = _throughput(cases, make_pass, cache.run, seconds)
+    cold_n, cold_s = _throughput(cases, fold, cache.run, seconds)
     cold_stats = (cache.stats.hit_rate, cache.stats.builds)
     log(f"cached path, warm, over the same {cold_n} value sets")
-    warm_n, warm_s = _throughput(cases[:cold_n], make_pass, cache.run, seconds)
+    warm_n, warm_s = _throughput(cases[:cold_n], fold, cache.run, seconds)
     # The cold phase built no unfolded programs: warm them up first, then measure.
     log(f"cached path judging TVM's lowering too: warming up for {seconds:.0f} s")
-    ready, _ = _throughput(cases[:cold_n], make_pass, cache.run, seconds, lowering=True)
+    ready, _ = _throughput(cases[:cold_n], fold, cache.run, seconds, lowering=True)
     log(f"cached path judging TVM's lowering too, warm, over the same {ready} value sets")
-    lowering_n, lowering_s = _throughput(cases[:ready], make_pass, cache.run, seconds, lowering=True)
+    lowering_n, lowering_s = _throughput(cases[:ready], fold, cache.run, seconds, lowering=True)
     summary: dict[str, Any] = {
         "value_sets_drawn": len(cases),
         "naive": {
@@ -249,7 +250,7 @@ def run_bench(
     }
     log(f"campaign for {seconds:.0f} s")
     campaign_cache = CompileCache()
-    result = run_campaign(make_pass, budget_seconds=seconds, seed=seed, runner=campaign_cache.run)
+    result = run_campaign(fold, budget_seconds=seconds, seed=seed, runner=campaign_cache.run)
     shrinking = sum(hit.shrink_seconds for hit in result.hits)
     summary["campaign"] = {
         "value_sets": result.examples,
@@ -270,10 +271,10 @@ def run_bench(
     for channels, spatial in GROWTH:
         log(f"growth: {channels} channels, {spatial}x{spatial}")
         layer = [layer_case(channels, spatial)] * 1000
-        n_naive, s_naive = _throughput(layer, make_pass, None, growth_seconds)
+        n_naive, s_naive = _throughput(layer, fold, None, growth_seconds)
         layer_cache = CompileCache()
-        check(layer[0], make_pass, layer_cache.run)  # warm it
-        n_warm, s_warm = _throughput(layer, make_pass, layer_cache.run, growth_seconds)
+        check(layer[0], fold, layer_cache.run)  # warm it
+        n_warm, s_warm = _throughput(layer, fold, layer_cache.run, growth_seconds)
         growth.append(
             {
                 "channels": channels,
@@ -287,7 +288,7 @@ def run_bench(
         detection: dict[str, dict[str, float]] = {}
         for path, runner in (("naive", None), ("cached", CompileCache().run)):
             log(f"{path} campaign for {campaign_seconds:.0f} s")
-            result = run_campaign(make_pass, budget_seconds=campaign_seconds, seed=seed, runner=runner)
+            result = run_campaign(fold, budget_seconds=campaign_seconds, seed=seed, runner=runner)
             for hit in result.hits:
                 detection.setdefault(str(hit.signature), {})[path] = round(hit.first_seconds, 1)
         summary["first_hit_seconds"] = detection

@@ -75,8 +75,9 @@ from fuzz.backends.tvm.passes import PassFactory
 from fuzz.engine.check import check
 from fuzz.evaluation.timing import compile_for_timing, time_side_by_side
 from fuzz.evaluation.zoo import MODELS, ConvBn, build_model, conv_bn_pairs, reference
-from fuzz.model.case import BatchNormAttrs, Block, Case, Conv2dAttrs, Tensor, Topology
-from fuzz.oracle.results import summarise_error
+from fuzz.model.case import BatchNormAttrs, Block, Case, Conv2dAttrs, Topology
+from fuzz.model.tensor import Tensor
+from fuzz.oracle.execution import summarise_error
 
 __all__ = [
     "DEFAULT_SIZE",

@@ -25,7 +25,8 @@ from fuzz.backends.tvm.execute import count_batch_norms
 from fuzz.backends.tvm.passes import PassFactory
 from fuzz.engine.check import check
 from fuzz.evaluation.timing import compile_for_timing, time_side_by_side
-from fuzz.model.case import BatchNormAttrs, Block, Case, Conv2dAttrs, Tensor, Topology, kernel_shape
+from fuzz.model.case import BatchNormAttrs, Block, Case, Conv2dAttrs, Topology, kernel_shape
+from fuzz.model.tensor import Tensor
 
 __all__ = ["DTYPES", "LAYERS", "LAYOUTS", "Layer", "layer_case", "run_layers"]
 

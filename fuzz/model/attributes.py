@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from fuzz.model.case import Case, Importer
+from fuzz.model.case import Case
+from fuzz.model.form import Importer
 
 __all__ = ["ATTRIBUTE_DEFAULTS", "classify"]
 

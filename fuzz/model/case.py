@@ -18,62 +18,38 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
-from fuzz.errors import BnfuzzError
-from fuzz.fpenv import keeps_subnormals
+from fuzz.model.form import ONNX_TRAINING_OPSET, Form, Importer
+from fuzz.model.tensor import OPERANDS, CaseError, Tensor, np_dtype
 
 __all__ = [
     "DATA_LAYOUTS",
-    "DTYPES",
     "EPILOGUE_TOPOLOGIES",
     "KERNEL_LAYOUTS",
     "ONNX_DTYPES",
     "ONNX_TOPOLOGIES",
-    "OPERANDS",
     "TORCH_TOPOLOGIES",
     "BatchNormAttrs",
     "Block",
     "Case",
-    "CaseError",
     "Conv2dAttrs",
     "Epilogue",
-    "Form",
-    "Importer",
-    "OnnxForm",
-    "Tensor",
     "Topology",
-    "TorchForm",
     "conv_output_shape",
     "kernel_shape",
     "kernel_to_oihw",
-    "np_dtype",
     "rank_refuses",
     "transpose_refuses",
     "values_per_channel",
 ]
 
 
-#: Element dtypes a case may use, default first (strategies shrink to it).
-DTYPES: tuple[str, ...] = ("float32", "float16", "bfloat16", "float64")
 DATA_LAYOUTS: tuple[str, ...] = ("NCHW", "NHWC")
 KERNEL_LAYOUTS: tuple[str, ...] = ("OIHW", "HWIO", "OHWI", "IOHW")
-#: Operands of a block that may be passed as function parameters instead of constants, in
-#: the order a module uses them: the conv's weight and bias, then batch_norm's four.
-OPERANDS: tuple[str, ...] = ("weight", "bias", "gamma", "beta", "mean", "var")
 #: The dtypes TVM's ONNX frontend imports a conv + BatchNormalization in (ONNX Conv has
 #: no bfloat16 before opset 22).
 ONNX_DTYPES: tuple[str, ...] = ("float32", "float16", "float64")
-
-
-class CaseError(BnfuzzError, ValueError):
-    """A case (or its JSON form) is malformed. ``field`` names the offending field."""
-
-    field: str
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message, field=field)
 
 
 class Topology(str, enum.Enum):
@@ -116,197 +92,6 @@ class Epilogue(str, enum.Enum):
     CLIP = "clip"
     #: ``y + skip``: a residual join with a second input of the output's shape
     ADD = "add"
-
-
-class Importer(str, enum.Enum):
-    """Who writes the Relax module."""
-
-    #: :mod:`fuzz.backends.tvm.build` with ``relax.BlockBuilder``, in the shape :class:`Form` says
-    RELAX = "relax"
-    #: an ONNX model made with ``onnx.helper``, imported by TVM's ``from_onnx``
-    ONNX = "onnx"
-    #: a PyTorch ``nn.Module`` (:mod:`fuzz.model.torch_model`); no Relax module is written
-    TORCH = "torch"
-
-
-#: BatchNormalization's versions before 14 have no ``training_mode``; before 9, ``spatial``.
-ONNX_TRAINING_OPSET = 14
-ONNX_SPATIAL_OPSETS = (7, 8)
-
-
-@dataclass(frozen=True)
-class OnnxForm:
-    """How a case of the ONNX importer is written as a model: exporters differ in exactly
-    these ways, and nothing here changes what the model computes (with the values fed).
-
-    ``opset``: the default domain's opset (7 and up); ``ir_version``: the model's IR
-    version, 0 for the ``onnx`` package's own. ``initializer_inputs``: every initializer is
-    also listed as a graph input (a default a caller may override; IR version 3 requires it),
-    not fed. ``overridden``: operands (of :data:`OPERANDS`) that are graph inputs whose
-    initializer holds a stale default (what an untrained layer starts from: weight and gamma
-    and var ones, bias and beta and mean zeros), fed the case's values at run time.
-    ``spatial``: BatchNormalization's ``spatial`` attribute (opsets 7 and 8), None unwritten;
-    False writes the statistics per position, ``(C, H, W)``: the case's per-channel values
-    repeated over the conv output's positions. ``value_info``: the intermediate tensors'
-    types and shapes are written. ``rank`` and ``transpose``: the same convolutions said
-    another way (1-D or 3-D, ConvTranspose); the runtimes' outputs are read back in the
-    case's shapes.
-    """
-
-    #: TVM's ONNX frontend converts BatchNormalization from version 15 on
-    opset: int = 15
-    ir_version: int = 0
-    initializer_inputs: bool = False
-    overridden: tuple[str, ...] = ()
-    spatial: bool | None = None
-    value_info: bool = False
-    #: the convolutions' spatial rank as written: 2, or 1 (the height axis, of length 1, left
-    #: out) or 3 (a depth axis of length 1 put in)
-    rank: int = 2
-    #: each convolution written as the ConvTranspose that computes it (stride and dilation 1:
-    #: the kernel flipped, its two channel axes swapped, padding ``k - 1 - p``)
-    transpose: bool = False
-
-    def __post_init__(self) -> None:
-        if self.rank not in (1, 2, 3):
-            raise CaseError("form.onnx.rank", f"convolutions of rank 1, 2 or 3 are written, got {self.rank}")
-        if self.opset < 7:
-            raise CaseError("form.onnx.opset", f"opsets from 7 are written, got {self.opset}")
-        if self.spatial is not None and self.opset not in ONNX_SPATIAL_OPSETS:
-            raise CaseError(
-                "form.onnx.spatial",
-                f"BatchNormalization has spatial in opsets 7 and 8 only, not {self.opset}",
-            )
-        if self.ir_version != 0 and self.ir_version < 3:
-            raise CaseError("form.onnx.ir_version", f"IR versions from 3 are written, got {self.ir_version}")
-        if 0 < self.ir_version < 4 and not self.initializer_inputs:
-            raise CaseError(
-                "form.onnx.ir_version", "IR versions below 4 list every initializer as a graph input"
-            )
-        for name in self.overridden:
-            if name not in OPERANDS:
-                raise CaseError("form.onnx.overridden", f"unknown operand {name!r}; expected {OPERANDS}")
-        if self.overridden and 0 < self.ir_version < 4:
-            raise CaseError(
-                "form.onnx.overridden", "below IR version 4 an initializer is a constant: none is overridden"
-            )
-        if len(set(self.overridden)) != len(self.overridden):
-            raise CaseError("form.onnx.overridden", "an operand is listed twice")
-
-
-@dataclass(frozen=True)
-class TorchForm:
-    """How a case of the PyTorch importer is written as an ``nn.Module``: nothing here
-    changes what it computes. ``rank`` and ``transpose`` as in :class:`OnnxForm` (Conv1d,
-    Conv3d, ConvTranspose); ``channels_last``: the module and its input in the channels-last
-    memory format (rank 2 and 3 only). A training-mode block is a ``BatchNorm`` with
-    ``track_running_stats=False`` in an eval module (batch statistics, as in training);
-    ``scale`` and ``center`` together are its ``affine``."""
-
-    rank: int = 2
-    transpose: bool = False
-    channels_last: bool = False
-
-    def __post_init__(self) -> None:
-        if self.rank not in (1, 2, 3):
-            raise CaseError("form.torch.rank", f"convolutions of rank 1, 2 or 3 are written, got {self.rank}")
-        if self.channels_last and self.rank == 1:
-            raise CaseError("form.torch.channels_last", "channels-last memory formats are for rank 2 and 3")
-
-
-@dataclass(frozen=True)
-class Form:
-    """How the graph is written as Relax bindings: nothing here changes what it computes.
-
-    Real importers differ in exactly these ways, and a fold must see through all of
-    them. ``dataflow``: the body is one dataflow block (else a plain binding block).
-    ``dead_statistics``: batch_norm's outputs 1 and 2 are bound (``lv[1]``, ``lv[2]``)
-    and never used, as TVM's ONNX frontend leaves them. ``functions``: 2 puts the first
-    block (conv, batch_norm and what follows it) in a function of its own that ``main``
-    calls. The ONNX importer writes its own form: these fields are then ignored (and
-    kept at their defaults).
-    """
-
-    importer: Importer = Importer.RELAX
-    dataflow: bool = True
-    dead_statistics: bool = False
-    functions: int = 1
-    #: how the ONNX importer's model is written (default for the other importers)
-    onnx: OnnxForm = field(default_factory=OnnxForm)
-    #: how the PyTorch importer's module is written (default for the other importers)
-    torch: TorchForm = field(default_factory=TorchForm)
-
-    def __post_init__(self) -> None:
-        if self.functions not in (1, 2):
-            raise CaseError("functions", f"must be 1 or 2, got {self.functions!r}")
-        if self.importer is not Importer.ONNX and self.onnx != OnnxForm():
-            raise CaseError("form.onnx", "only the ONNX importer writes a model: keep form.onnx default")
-        if self.importer is not Importer.TORCH and self.torch != TorchForm():
-            raise CaseError("form.torch", "only the PyTorch importer writes a module: keep it default")
-        if self.importer is not Importer.RELAX and (self.dataflow, self.dead_statistics, self.functions) != (
-            True,
-            False,
-            1,
-        ):
-            raise CaseError(
-                "form", f"the {self.importer.value} importer writes its own form: keep the rest default"
-            )
-
-    @property
-    def label(self) -> str:
-        """Short text for signatures: ``onnx``, ``no-dataflow+dead-statistics+2-functions``."""
-        if self.importer is not Importer.RELAX:
-            return self.importer.value
-        parts = [
-            *([] if self.dataflow else ["no-dataflow"]),
-            *(["dead-statistics"] if self.dead_statistics else []),
-            *(["2-functions"] if self.functions == 2 else []),
-        ]
-        return "+".join(parts) or "default"
-
-
-def np_dtype(dtype: str) -> np.dtype[Any]:
-    """The NumPy dtype for a case dtype name (bfloat16 via ml_dtypes)."""
-    if dtype == "bfloat16":
-        return np.dtype(ml_dtypes.bfloat16)
-    if dtype in ("float16", "float32", "float64"):
-        return np.dtype(dtype)
-    raise CaseError("dtype", f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
-
-
-@dataclass(frozen=True)
-class Tensor:
-    """A dense tensor: dtype, shape and row-major values (exact Python floats)."""
-
-    dtype: str
-    shape: tuple[int, ...]
-    values: tuple[float, ...]
-
-    def __post_init__(self) -> None:
-        np_dtype(self.dtype)
-        if any(d < 1 for d in self.shape):
-            raise CaseError("shape", f"dimensions must be positive, got {self.shape}")
-        if len(self.values) != math.prod(self.shape):
-            raise CaseError(
-                "values",
-                f"{len(self.values)} values do not fill shape {list(self.shape)} "
-                f"({math.prod(self.shape)} elements)",
-            )
-
-    @classmethod
-    @keeps_subnormals
-    def from_numpy(cls, array: np.ndarray[Any, Any], dtype: str) -> Tensor:
-        with np.errstate(over="ignore"):  # values beyond the dtype's range become inf here
-            exact = np.asarray(array).astype(np_dtype(dtype))
-        return cls(dtype, tuple(exact.shape), tuple(float(v) for v in exact.astype(np.float64).ravel()))
-
-    @keeps_subnormals
-    def numpy(self) -> np.ndarray[Any, Any]:
-        """The values as an array of this tensor's own dtype (exact)."""
-        return np.array(self.values, dtype=np.float64).reshape(self.shape).astype(np_dtype(self.dtype))
-
-    def float64(self) -> np.ndarray[Any, Any]:
-        return np.array(self.values, dtype=np.float64).reshape(self.shape)
 
 
 @dataclass(frozen=True)

@@ -13,21 +13,9 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from fuzz.model.case import (
-    OPERANDS,
-    BatchNormAttrs,
-    Block,
-    Case,
-    CaseError,
-    Conv2dAttrs,
-    Epilogue,
-    Form,
-    Importer,
-    OnnxForm,
-    Tensor,
-    Topology,
-    TorchForm,
-)
+from fuzz.model.case import BatchNormAttrs, Block, Case, Conv2dAttrs, Epilogue, Topology
+from fuzz.model.form import Form, Importer, OnnxForm, TorchForm
+from fuzz.model.tensor import OPERANDS, CaseError, Tensor
 
 __all__ = [
     "READABLE_SCHEMAS",

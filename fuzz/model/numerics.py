@@ -11,7 +11,8 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from fuzz.model.case import Conv2dAttrs, np_dtype
+from fuzz.model.case import Conv2dAttrs
+from fuzz.model.tensor import np_dtype
 
 __all__ = ["DtypeFacts", "conv2d_nchw", "dtype_facts", "epsilon_dtype", "gamma_k"]
 

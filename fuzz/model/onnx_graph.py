@@ -30,20 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from fuzz.model.case import (
-    ONNX_TRAINING_OPSET,
-    OPERANDS,
-    Block,
-    Case,
-    CaseError,
-    Epilogue,
-    Importer,
-    OnnxForm,
-    Tensor,
-    Topology,
-    conv_output_shape,
-)
+from fuzz.model.case import Block, Case, Epilogue, Topology, conv_output_shape
+from fuzz.model.form import ONNX_TRAINING_OPSET, Importer, OnnxForm
 from fuzz.model.spelling import at_rank, transposed_weight
+from fuzz.model.tensor import OPERANDS, CaseError, Tensor
 
 __all__ = [
     "DEFAULTS",

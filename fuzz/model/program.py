@@ -25,7 +25,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from fuzz.model.case import OPERANDS, Block, Case, Epilogue, Importer, Tensor, Topology
+from fuzz.model.case import Block, Case, Epilogue, Topology
+from fuzz.model.form import Importer
+from fuzz.model.tensor import OPERANDS, Tensor
 
 __all__ = [
     "DATA",

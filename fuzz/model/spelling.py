@@ -5,7 +5,7 @@ conv with the kernel flipped and its two channel axes swapped within each group.
 
 from __future__ import annotations
 
-from fuzz.model.case import Tensor
+from fuzz.model.tensor import Tensor
 
 __all__ = ["at_rank", "transposed_weight"]
 

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fuzz.model.case import Case, Epilogue, Importer, Tensor, Topology, conv_output_shape
+from fuzz.model.case import Case, Epilogue, Topology, conv_output_shape
+from fuzz.model.form import Importer
 from fuzz.model.spelling import at_rank, transposed_weight
+from fuzz.model.tensor import Tensor
 
 __all__ = ["FOLDS", "TorchModel", "fold_source", "torch_model"]
 

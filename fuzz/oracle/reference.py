@@ -49,8 +49,9 @@ from typing import Any
 import numpy as np
 
 from fuzz.fpenv import keeps_subnormals
-from fuzz.model.case import Block, Case, Epilogue, Topology, kernel_to_oihw, np_dtype
+from fuzz.model.case import Block, Case, Epilogue, Topology, kernel_to_oihw
 from fuzz.model.numerics import DtypeFacts, conv2d_nchw, dtype_facts, epsilon_dtype, gamma_k
+from fuzz.model.tensor import np_dtype
 
 __all__ = [
     "BN_ROUNDINGS",

@@ -21,8 +21,8 @@ The rules, in order:
   that is not the conv's output channel axis, operands that are not constants,
   a batch_norm with no conv before it) was rewritten: its operators changed
   (``must-not-fold``; removing dead bindings alone is no rewrite);
-* for a pass that claims to be a complete fold (``must_fold``): a batch_norm stayed
-  with no reason :mod:`fuzz.model.decline` can state, or the fold left the wrong operators
+* for a pass that claims to be a complete fold (``complete_fold``): a batch_norm stayed
+  with no reason :mod:`fuzz.model.decline_reasons` can state, or the fold left the wrong operators
   (a duplicated conv, batch_norm arithmetic computed at run time) (``missed-fold``);
 * outputs changed in number, shape or dtype from both what the module declares
   and what the unfolded program returns (``signature-change``);
@@ -46,9 +46,9 @@ import numpy as np
 
 from fuzz.fpenv import keeps_subnormals
 from fuzz.model.case import Case
-from fuzz.model.decline import Decline, block_reasons
+from fuzz.model.decline_reasons import Decline, block_reasons
+from fuzz.oracle.execution import Execution, Failure, Outputs, Stage
 from fuzz.oracle.reference import Expected, Reference
-from fuzz.oracle.results import Execution, Failure, Outputs, Stage
 
 __all__ = [
     "Finding",
@@ -144,7 +144,7 @@ def missed_fold(case: Case, before: Mapping[str, int], after: Mapping[str, int])
     """The ``missed-fold`` finding for a pass claiming a complete fold, given the operator
     counts (:data:`fuzz.backends.tvm.execute.COUNTED_OPS`) of the module before and after it, or None.
 
-    Every block :mod:`fuzz.model.decline` states no reason for must lose its batch_norm, and a
+    Every block :mod:`fuzz.model.decline_reasons` states no reason for must lose its batch_norm, and a
     fold of ``k`` blocks keeps the number of conv2d, adds one bias ``add`` per block
     (taking over the conv's own bias ``add`` where it had one), at most one ``multiply``
     per block (a per-channel rescale), and computes no ``subtract``, ``divide`` or
@@ -267,14 +267,14 @@ def judge(
     *,
     in_pipeline: bool = False,
     numbers: bool = True,
-    must_fold: bool = False,
+    complete_fold: bool = False,
 ) -> Verdict:
     """The verdict on one case run through one pass.
 
     ``in_pipeline``: the "pass" is a pipeline (:mod:`fuzz.model.pipeline`), which may remove
     batch_norm legitimately, so "must not fold" is not judged. ``numbers=False``: the
     pipeline changes the arithmetic's dtype on purpose (mixed precision); outputs must
-    keep their shapes, and their dtypes and values are not judged. ``must_fold``: the
+    keep their shapes, and their dtypes and values are not judged. ``complete_fold``: the
     pass claims to be a complete fold (see :func:`missed_fold`). Both fold properties
     (must not fold, must fold) are judged from the IR, so also where TVM cannot build the
     unfolded program.
@@ -308,7 +308,7 @@ def judge(
         structural.append(
             Finding(Symptom.MUTATES_INPUT, Stage.PASS, "the model given to the fold was changed")
         )
-    if must_fold and not in_pipeline and execution.op_counts is not None:
+    if complete_fold and not in_pipeline and execution.op_counts is not None:
         missed = missed_fold(case, *execution.op_counts)
         structural += [missed] if missed is not None else []
     baseline = execution.baseline

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from fuzz.backends import report_of
 from fuzz.engine.check import Checked
 from fuzz.fpenv import keeps_subnormals
-from fuzz.model.decline import block_reasons
+from fuzz.model.decline_reasons import block_reasons
 from fuzz.render.causes import root_cause
 from fuzz.render.issue import Issue
 from fuzz.render.script import render_script

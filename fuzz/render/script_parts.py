@@ -11,10 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from fuzz.model.case import Case, Importer, Tensor
-from fuzz.model.decline import block_reasons
+from fuzz.model.case import Case
+from fuzz.model.decline_reasons import block_reasons
+from fuzz.model.form import Importer
 from fuzz.model.onnx_graph import ELEMENT_TYPES, onnx_graph
 from fuzz.model.program import named_tensors
+from fuzz.model.tensor import Tensor
 from fuzz.oracle.reference import reference
 from fuzz.oracle.verdict import Symptom
 from fuzz.render.wording import wording

@@ -17,7 +17,7 @@ from fuzz.backends import backend_of, resolve_fold
 from fuzz.engine.check import Checked, check
 from fuzz.engine.minimize import minimality
 from fuzz.model.attributes import ATTRIBUTE_DEFAULTS, classify
-from fuzz.oracle.results import Outputs
+from fuzz.oracle.execution import Outputs
 from fuzz.oracle.verdict import Symptom, describe
 from fuzz.render.issue import Issue
 from fuzz.store.corpus import Entry

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from fuzz.engine.check import Checked
 from fuzz.model.attributes import classify
-from fuzz.model.case import Tensor
+from fuzz.model.tensor import Tensor
 from fuzz.model.torch_model import FOLDS, fold_source, torch_model
 from fuzz.oracle.verdict import Symptom
 from fuzz.render.issue import Issue

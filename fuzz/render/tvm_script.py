@@ -20,7 +20,8 @@ binding, so what it runs is what the fuzzer ran.
 from __future__ import annotations
 
 from fuzz.fpenv import keeps_subnormals
-from fuzz.model.case import Case, Importer
+from fuzz.model.case import Case
+from fuzz.model.form import Importer
 from fuzz.model.pipeline import FOLD, NEIGHBOURS
 from fuzz.model.program import MAIN, Binding, Function, parameter_names, program
 from fuzz.oracle.verdict import Symptom

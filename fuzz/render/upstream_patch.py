@@ -47,7 +47,7 @@ from fuzz.backends.tvm.compat import Constant, constant_value, structural_equal
 from fuzz.backends.tvm.passes import resolve_pass
 from fuzz.errors import BnfuzzError
 from fuzz.model.attributes import ATTRIBUTE_DEFAULTS, classify
-from fuzz.model.decline import block_reasons
+from fuzz.model.decline_reasons import block_reasons
 from fuzz.render.causes import cause_of
 from fuzz.store.corpus import Entry, load_entry
 

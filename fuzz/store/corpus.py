@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from fuzz.errors import BnfuzzError
-from fuzz.model.case import Case, CaseError
+from fuzz.model.case import Case
 from fuzz.model.case_json import case_from_json, case_to_json
 from fuzz.model.pipeline import Pipeline, PipelineError, pipeline_from_json, pipeline_to_json
-from fuzz.oracle.results import Stage
+from fuzz.model.tensor import CaseError
+from fuzz.oracle.execution import Stage
 from fuzz.oracle.verdict import Symptom
 
 __all__ = [

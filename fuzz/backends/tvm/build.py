@@ -36,11 +36,13 @@ from tvm import relax
 from fuzz.backends.tvm.compat import VISIT_CONSTANT, TensorType, constant_tensor, to_device, type_of, var_name
 from fuzz.errors import CaseOutsideBackend
 from fuzz.model.attributes import classify
-from fuzz.model.case import OPERANDS, Case, Importer, Tensor
+from fuzz.model.case import Case
+from fuzz.model.form import Importer
 from fuzz.model.onnx_graph import onnx_model
 from fuzz.model.program import Binding, Function, named_tensors, program
 from fuzz.model.program import parameter_names as program_parameters
-from fuzz.oracle.results import summarise_error
+from fuzz.model.tensor import OPERANDS, Tensor
+from fuzz.oracle.execution import summarise_error
 
 __all__ = [
     "DATA_NAME",

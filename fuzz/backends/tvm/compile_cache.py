@@ -41,7 +41,7 @@ from tvm import relax
 from fuzz.backends.tvm.build import FUNCTION_NAME, IdentityMemo, lift_constants
 from fuzz.backends.tvm.compat import assert_well_formed, to_device, tvm_version
 from fuzz.backends.tvm.execute import TARGET, outputs_of
-from fuzz.oracle.results import Failure, Outputs, Stage
+from fuzz.oracle.execution import Failure, Outputs, Stage
 
 __all__ = ["CacheStats", "CompileCache"]
 

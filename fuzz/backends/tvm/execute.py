@@ -6,9 +6,9 @@ checked for well-formedness, then compiled and run the same way (the *folded*
 program). Both go through one pipeline, ``relax.build(zero_pipeline()(mod),
 target=TARGET)``, and the same inputs.
 
-It returns the result types of :mod:`fuzz.oracle.results` (:class:`~fuzz.oracle.results.Execution`,
-:class:`~fuzz.oracle.results.Outputs`, :class:`~fuzz.oracle.results.Failure` at a
-:class:`~fuzz.oracle.results.Stage`), which import no TVM.
+It returns the result types of :mod:`fuzz.oracle.execution` (:class:`~fuzz.oracle.execution.Execution`,
+:class:`~fuzz.oracle.execution.Outputs`, :class:`~fuzz.oracle.execution.Failure` at a
+:class:`~fuzz.oracle.execution.Stage`), which import no TVM.
 
 Key idea: TVM failures never escape :func:`execute`; they become :class:`Failure`
 values the oracle can judge. Failures of our own code (an invalid case, a bug here)
@@ -36,7 +36,7 @@ from fuzz.backends.tvm.build import (
 )
 from fuzz.backends.tvm.compat import RuntimeTensor, assert_well_formed, structural_equal, to_device
 from fuzz.model.case import Case
-from fuzz.oracle.results import Execution, Failure, Outputs, Stage
+from fuzz.oracle.execution import Execution, Failure, Outputs, Stage
 
 __all__ = [
     "COUNTED_OPS",

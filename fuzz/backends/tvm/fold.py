@@ -34,10 +34,11 @@ from fuzz.backends.tvm.passes import PassFactory, ResolvedPass, resolve_pass
 from fuzz.backends.tvm.pipeline import PipelinePass
 from fuzz.backends.tvm.pipeline import gated as gated_passes
 from fuzz.errors import CaseOutsideBackend
-from fuzz.model.case import ONNX_DTYPES, ONNX_TOPOLOGIES, Case, Importer
+from fuzz.model.case import ONNX_DTYPES, ONNX_TOPOLOGIES, Case
+from fuzz.model.form import Importer
 from fuzz.model.onnx_graph import min_ir_versions, newest_opset
 from fuzz.model.pipeline import Pipeline
-from fuzz.oracle.results import Execution, Outputs
+from fuzz.oracle.execution import Execution, Outputs
 from strategies.onnx import onnx_forms
 
 __all__ = ["TvmFold", "fold_of", "resolve"]

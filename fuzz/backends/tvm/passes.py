@@ -16,7 +16,7 @@ Names:
 
 A resolved name is a :class:`ResolvedPass`: a factory that also says whether the pass
 claims to be a *complete* fold (``fixed`` does: every batch_norm it has no stated
-reason to keep must go, see :mod:`fuzz.model.decline`), which the oracle then checks.
+reason to keep must go, see :mod:`fuzz.model.decline_reasons`), which the oracle then checks.
 
 Key idea: every resolution failure is one exception type, :class:`UnknownPass`, whose
 message says what was given, what exists, and the close matches, so a typo on the

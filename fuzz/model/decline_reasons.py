@@ -31,8 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fuzz.model.case import Block, Case, Topology, np_dtype
+from fuzz.model.case import Block, Case, Topology
 from fuzz.model.numerics import dtype_facts, epsilon_dtype
+from fuzz.model.tensor import np_dtype
 
 __all__ = ["MUST_NOT_FOLD", "RANGE_SLACK", "Decline", "Reason", "block_reasons"]
 

@@ -3,9 +3,9 @@ a complete fold does keep it, as a replayable corpus entry (for TVM alone: it im
 TVM, whose passes it searches).
 
 A complete fold (``fixed``) is judged by the must-fold property: every batch_norm it
-keeps needs a reason :mod:`fuzz.model.decline` can state. :func:`find_decline` searches
+keeps needs a reason :mod:`fuzz.model.decline_reasons` can state. :func:`find_decline` searches
 :func:`strategies.cases` with Hypothesis for a case whose every block has exactly one
-given :class:`~fuzz.model.decline.Reason` and which the pass leaves with all its batch_norms,
+given :class:`~fuzz.model.decline_reasons.Reason` and which the pass leaves with all its batch_norms,
 and Hypothesis shrinks it to the smallest such case. :func:`decline_entry` checks it on
 each pass (the expectations are measured, never typed in) and makes it an
 :class:`~fuzz.store.corpus.Entry` with the symptom ``declined``: a pass that folds it anyway
@@ -33,8 +33,8 @@ from fuzz.engine.check import check
 from fuzz.errors import BnfuzzError
 from fuzz.fpenv import machine
 from fuzz.model.case import Case
-from fuzz.model.decline import Reason, block_reasons
-from fuzz.oracle.results import Stage
+from fuzz.model.decline_reasons import Reason, block_reasons
+from fuzz.oracle.execution import Stage
 from fuzz.store.corpus import DECLINED, Entry
 
 __all__ = ["DECLINED", "DeclineNotFound", "decline_entry", "find_decline"]
