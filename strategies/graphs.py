@@ -316,12 +316,14 @@ def _cases(draw: DrawFn, options: CaseOptions) -> Case:
     # How far this case strays from the defaults: every mostly_first draw below follows it.
     deviation = checked_draw(draw, options.deviations, "deviations", is_deviation, "a Deviation")
     token = DEVIATION.set(deviation)
-    focus = [draw(st.integers(0, FOCUS_DRAWS - 1)) if deviation is Deviation.ONE else -1, 0]
-    focus_token = FOCUS.set(focus)
-    try:
-        return _deviating_case(draw, options)
+    try:  # a draw may end the example (Hypothesis stops it by raising): nothing may leak
+        focus = [draw(st.integers(0, FOCUS_DRAWS - 1)) if deviation is Deviation.ONE else -1, 0]
+        focus_token = FOCUS.set(focus)
+        try:
+            return _deviating_case(draw, options)
+        finally:
+            FOCUS.reset(focus_token)
     finally:
-        FOCUS.reset(focus_token)
         DEVIATION.reset(token)
 
 

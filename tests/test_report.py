@@ -23,6 +23,7 @@ from fuzz.oracle.verdict import Symptom
 from fuzz.render.report import issue_of, render_issue, render_script
 from fuzz.render.skeleton import _difference
 from fuzz.render.tvm import UPSTREAM_MODULE
+from fuzz.render.tvm_script import render_script as tvm_script
 from fuzz.store.corpus import load_entry
 
 pytestmark = pytest.mark.xdist_group("corpus")
@@ -63,9 +64,7 @@ def test_every_script_reproduces_its_bug_without_this_project(corpus: Replays) -
         entry = corpus.entry(path)
         replayed = None if entry.isolated else corpus.replay(path).checked
         assert render_issue(entry, replayed).startswith("# [Bug][Relax] `")
-    scripts = {
-        name: render_script(load_entry(ROOT / "corpus" / f"{name}.json"), FIXED) for name in FIXED_ONES
-    }
+    scripts = {name: tvm_script(load_entry(ROOT / "corpus" / f"{name}.json"), FIXED) for name in FIXED_ONES}
     for name, done in run_scripts(scripts, block=()).items():
         assert done.returncode == 0, f"{name}:\n{done.stdout}{done.stderr}"
         assert done.stdout.rstrip().endswith("no bug: the pass behaves correctly on this graph"), name
@@ -110,7 +109,7 @@ def test_pipeline_script_reproduces_the_bug_in_a_fresh_process(
 @pytest.mark.nightly  # the batch above is its quick sibling
 @pytest.mark.parametrize("name", FIXED_ONES)
 def test_script_exits_0_once_the_pass_is_fixed(name: str, tmp_path: Path) -> None:
-    done = run_script(render_script(load_entry(ROOT / "corpus" / f"{name}.json"), FIXED), tmp_path)
+    done = run_script(tvm_script(load_entry(ROOT / "corpus" / f"{name}.json"), FIXED), tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.rstrip().endswith("no bug: the pass behaves correctly on this graph")
 

@@ -18,6 +18,7 @@ from fuzz.model.form import Form, Importer
 from fuzz.oracle.execution import Stage
 from fuzz.oracle.verdict import Symptom
 from fuzz.render.script import render_script
+from fuzz.render.tvm_script import render_script as tvm_script
 from fuzz.store.corpus import Entry
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,7 +106,7 @@ def test_a_missed_fold_script_shows_the_batch_norm_left(tmp_path: Path) -> None:
     )
     assert done.returncode == 1 and "BUG: 1 of 1 batch_norm(s) left, 1 of them foldable" in done.stdout
     fixed = "__import__('fuzz.backends.tvm.fold_batchnorm', fromlist=['_']).FoldBatchnormToConv2D()"
-    script.write_text(render_script(entry, fixed))
+    script.write_text(tvm_script(entry, fixed))
     done = subprocess.run(
         [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=ROOT
     )

@@ -735,3 +735,26 @@ def test_case_batches_bad_arguments_fail_eagerly(make: Callable[[], object], mes
     with pytest.raises(InvalidArgument) as info:
         make()
     assert message in str(info.value)
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def test_an_interrupted_case_draw_leaves_no_deviation_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Hypothesis ends an example by raising inside a draw; a case drawn after it (here:
+    # conv attributes drawn alone, which read the deviation) must not inherit a swarm setting
+    from strategies import attributes, graphs
+
+    class Raising:
+        def set(self, value: object) -> None:
+            raise _Interrupted
+
+    monkeypatch.setattr(graphs, "FOCUS", Raising())
+    with pytest.raises(_Interrupted):
+        find(
+            cases(deviations=st.just(attributes.Deviation.ONE)),
+            lambda c: True,
+            settings=settings(database=None),
+        )
+    assert attributes.DEVIATION.get() is attributes.Deviation.USUAL
