@@ -1,16 +1,17 @@
 """bnfold-fuzz: fuzz batch-norm-folding passes with Hypothesis.
 
-The stages, in the order data flows (docs/design.md has the table, one row per module,
-which tests/test_architecture.py enforces):
+The layers, one folder each, in the order data flows (docs/design.md, "Layout" and
+"Stages", which tests/test_architecture.py enforces):
 
-``case`` (spec: plain data) -> ``backends`` (a :class:`~fuzz.backends.Fold` per
+``model`` (a case as plain data, in each IR's words) -> ``oracle`` (exact semantics, the
+error bound, the typed verdict, signatures) -> ``backends`` (one registry row per
 framework: TVM Relax's passes, ONNX Runtime, the ONNX model tools, OpenVINO, PyTorch's
-folds; each materialises the case, runs it unfolded and folded, and returns failures as
-values) -> ``reference`` (wide semantics and the error bound) -> ``oracle`` (typed
-verdict) -> ``check`` (one case through one fold, in a pinned floating-point
-environment) -> ``signature`` (what makes two findings one bug) -> ``campaign``
-(Hypothesis rounds, shrinking) -> reports (scripts, issues) -> ``cli`` (``bnfuzz``).
-Case generation lives in the sibling package ``strategies``.
+folds; each :class:`~fuzz.backends.Fold` materialises the case, runs it unfolded and
+folded, and returns failures as values) -> ``store`` (finding files, corpus entries) ->
+``engine`` (check, campaign, minimiser, run, replay, promote) -> ``render`` (scripts
+and issues: one skeleton, each backend's part named by its row; filing) ->
+``evaluation`` (bench, time to find, the model zoo) -> ``cli`` (``bnfuzz``). Case
+generation lives in the sibling package ``strategies``.
 """
 
 __all__: list[str] = []

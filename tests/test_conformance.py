@@ -192,3 +192,12 @@ def test_a_backend_added_by_one_row_goes_from_campaign_to_file_issues(tmp_path: 
             file_issues([tvm_issue], _GitHub(), apply=False, repo=row.project).plans[0].status == "not filed"
         )
     assert row.project not in trackers()
+
+
+def test_the_docs_table_of_backends_has_every_row() -> None:
+    # docs/backends.md's table of names: each row's example fold and its fold module
+    text = (Path(__file__).resolve().parent.parent / "docs" / "backends.md").read_text()
+    table = text[text.index("| names | backend | what is run |") :].split("\n\n")[0]
+    for row in BACKENDS.values():
+        assert f"`{row.example}`" in table, row.key
+        assert f"`{row.fold.replace('.', '/')}.py`" in table, row.key
