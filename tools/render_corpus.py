@@ -11,8 +11,13 @@ import sys
 from pathlib import Path
 
 from fuzz.cli.common import entry_files
-from fuzz.engine.promote import read_as_entry
-from fuzz.render.report import issues, render_issue, render_script
+
+try:
+    from fuzz.engine.promote import read_as_entry
+    from fuzz.render.report import issues, render_issue, render_script
+except ImportError:  # a revision before fuzz/ was in layers (tools/compare_revisions.sh)
+    from fuzz.promote import read_as_entry  # type: ignore[no-redef]
+    from fuzz.report import issues, render_issue, render_script  # type: ignore[no-redef]
 
 
 def main(out: Path, corpus: Path) -> None:
