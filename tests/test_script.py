@@ -3,6 +3,7 @@ the module the fuzzer built, and the script shows the bug in a fresh process."""
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cases import make_case
+from hypothesis import given
+from hypothesis import strategies as st
 
 from fuzz.backends.tvm.build import build_module
 from fuzz.backends.tvm.compat import structural_equal
@@ -18,6 +21,7 @@ from fuzz.model.form import Form, Importer
 from fuzz.oracle.execution import Stage
 from fuzz.oracle.verdict import Symptom
 from fuzz.render.script import render_script
+from fuzz.render.script_parts import float_literal
 from fuzz.render.tvm_script import render_script as tvm_script
 from fuzz.store.corpus import Entry
 
@@ -111,3 +115,22 @@ def test_a_missed_fold_script_shows_the_batch_norm_left(tmp_path: Path) -> None:
         [sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=ROOT
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@given(st.floats(allow_nan=False))
+def test_a_float_is_written_to_read_back_exactly(value: float) -> None:
+    text = float_literal(value)
+    back = eval(text)  # the script's own reading
+    assert math.copysign(1, back) == math.copysign(1, value) and back == value, text
+    assert len(text) <= len(repr(value)) or not math.isfinite(value)
+
+
+def test_powers_of_two_are_written_as_powers() -> None:
+    # what a reader recognises: 2**64, not 1.8446744073709552e+19
+    assert float_literal(2.0**64) == "2.0**64" and float_literal(-(2.0**-126)) == "-2.0**-126"
+    assert (
+        float_literal(3 * 2.0**100) == "3.0 * 2.0**100"
+        and float_literal(-3 * 2.0**100) == "-(3.0 * 2.0**100)"
+    )
+    assert float_literal(0.5) == "0.5" and float_literal(1e30) == "1e+30"  # repr where shorter
+    assert float_literal(float("-inf")) == 'float("-inf")'

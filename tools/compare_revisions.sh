@@ -35,6 +35,6 @@ for r in $(seq "$rounds"); do
   for side in new old; do
     src=$here; [ "$side" = old ] && src=$work/old
     as "$src" "$python" -m fuzz.cli bench --pass upstream --seconds 8 --json 2> /dev/null \
-      | "$python" -c 'import json, sys; s = json.load(sys.stdin); print(sys.argv[1], sys.argv[2], *(f"{k} {s[k]["per_second"]}" for k in ("naive", "cached_cold", "cached_warm", "campaign")))' "$side" "$r"
+      | "$python" -c 'import json, sys; s = json.load(sys.stdin); print(sys.argv[1], sys.argv[2], *("%s %s" % (k, s[k]["per_second"]) for k in ("naive", "cached_cold", "cached_warm", "campaign")))' "$side" "$r"
   done
 done

@@ -91,7 +91,9 @@ def _issue(entry: Entry, actual: str, minimal: list[str], shown: str) -> Issue:
         [
             "### Describe the issue",
             "",
-            f"With graph optimizations at `{level}` (the default of every `InferenceSession`), a "
+            f"With graph optimizations at `{level}` ({RULE} runs at `ORT_ENABLE_BASIC` and every level "
+            "above it, `ORT_ENABLE_ALL`, the default of `SessionOptions.graph_optimization_level`, "
+            "included), a "
             f"Conv followed by BatchNormalization gives other outputs than the same model with "
             f"`ORT_DISABLE_ALL`. Expected: {words.expected}",
             "",

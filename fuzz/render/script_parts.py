@@ -35,8 +35,23 @@ __all__ = [
 
 
 def float_literal(value: float) -> str:
-    """Python source for a float; ``repr`` is the shortest text that reads back exactly."""
-    return repr(value) if math.isfinite(value) else f'float("{value}")'
+    """Python source for a float that reads back exactly, as a reader reads it best: a
+    power of two times a small whole number where that is shorter (``2.0**64``,
+    ``-3.0 * 2.0**100``), else ``repr``, the shortest decimal that reads back exactly."""
+    if not math.isfinite(value):
+        return f'float("{value}")'
+    shortest = repr(value)
+    if value == 0:
+        return shortest
+    mantissa, exponent = math.frexp(abs(value))  # abs(value) = mantissa * 2**exponent
+    whole, bits = mantissa, exponent
+    while whole != int(whole):  # exact: doubling a float only moves its exponent
+        whole, bits = whole * 2, bits - 1
+    if whole >= 1024 or not -1074 <= bits <= 1023:
+        return shortest
+    power = f"2.0**{bits}" if whole == 1 else f"{int(whole)}.0 * 2.0**{bits}"
+    power = power if value > 0 else (f"-{power}" if whole == 1 else f"-({power})")
+    return power if len(power) < len(shortest) else shortest
 
 
 def array_source(tensor: Tensor) -> str:

@@ -20,6 +20,7 @@ from fuzz.model.attributes import ATTRIBUTE_DEFAULTS, classify
 from fuzz.oracle.execution import Outputs
 from fuzz.oracle.verdict import Symptom, describe
 from fuzz.render.issue import Issue
+from fuzz.render.script_parts import float_literal
 from fuzz.store.corpus import Entry
 
 __all__ = [
@@ -77,14 +78,15 @@ def actual(entry: Entry, checked: Checked | None, *, raises: str | None = None) 
     dtype = entry.case.dtype
     if finding.symptom is Symptom.FINITE_TO_NONFINITE:
         return (
-            f"Without {the}, {where} is {b!r}; after {the} it is {a!r}. The exact result is "
-            f"{exact:.7g}, and every intermediate of the unfolded graph stays below half the largest "
-            f"{dtype} value, so nothing but the fold can overflow."
+            f"Without {the}, {where} is {float_literal(b)}; after {the} it is {float_literal(a)}. "
+            f"The exact result is {exact:.7g}, and every intermediate of the unfolded graph stays "
+            f"below half the largest {dtype} value, so nothing but the fold can overflow."
         )
     return (
-        f"Without {the}, {where} is {b!r}; after {the} it is {a!r}. The exact result "
-        f"(computed in wider precision) is {exact!r}, and rounding in {dtype} can account for at most "
-        f"{bound:.3g} of difference, so a change of {abs(a - b):.3g} is a bug, not rounding."
+        f"Without {the}, {where} is {float_literal(b)}; after {the} it is {float_literal(a)}. "
+        f"The exact result (computed in wider precision) is {float_literal(exact)}, and rounding in "
+        f"{dtype} can account for at most {bound:.3g} of difference, so a change of "
+        f"{abs(a - b):.3g} is a bug, not rounding."
     )
 
 
@@ -102,7 +104,10 @@ def _difference(before: Outputs, after: Outputs, ex: Any, the: str) -> str:
         if gap.max() > 0:
             at = tuple(int(i) for i in np.unravel_index(int(np.argmax(gap)), gap.shape))
             where, was, now = ", ".join(map(str, at)), float(b[at]), float(a[at])
-            return f"Output 0, element [{where}], without the pass: {was!r}; after {the}: {now!r}."
+            return (
+                f"Output 0, element [{where}], without the pass: {float_literal(was)}; "
+                f"after {the}: {float_literal(now)}."
+            )
     counts = getattr(ex, "op_counts", None)
     changed = ""
     if counts is not None:
