@@ -134,3 +134,14 @@ def test_powers_of_two_are_written_as_powers() -> None:
     )
     assert float_literal(0.5) == "0.5" and float_literal(1e30) == "1e+30"  # repr where shorter
     assert float_literal(float("-inf")) == 'float("-inf")'
+
+
+def test_issue_prose_says_inf_and_nan_plainly() -> None:
+    from fuzz.render.skeleton import _number
+
+    assert [_number(v) for v in (float("nan"), float("-inf"), 2.0**64, -107.0)] == [
+        "nan",
+        "-inf",
+        "2.0**64",
+        "-107.0",
+    ]

@@ -8,6 +8,7 @@ at fault, environment lines.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -78,16 +79,22 @@ def actual(entry: Entry, checked: Checked | None, *, raises: str | None = None) 
     dtype = entry.case.dtype
     if finding.symptom is Symptom.FINITE_TO_NONFINITE:
         return (
-            f"Without {the}, {where} is {float_literal(b)}; after {the} it is {float_literal(a)}. "
+            f"Without {the}, {where} is {_number(b)}; after {the} it is {_number(a)}. "
             f"The exact result is {exact:.7g}, and every intermediate of the unfolded graph stays "
             f"below half the largest {dtype} value, so nothing but the fold can overflow."
         )
     return (
-        f"Without {the}, {where} is {float_literal(b)}; after {the} it is {float_literal(a)}. "
-        f"The exact result (computed in wider precision) is {float_literal(exact)}, and rounding in "
+        f"Without {the}, {where} is {_number(b)}; after {the} it is {_number(a)}. "
+        f"The exact result (computed in wider precision) is {_number(exact)}, and rounding in "
         f"{dtype} can account for at most {bound:.3g} of difference, so a change of "
         f"{abs(a - b):.3g} is a bug, not rounding."
     )
+
+
+def _number(value: float) -> str:
+    """A value as prose says it: readable and exact where finite (``2.0**64``), else
+    ``inf``, ``-inf`` or ``nan``."""
+    return float_literal(value) if math.isfinite(value) else repr(value)
 
 
 def _difference(before: Outputs, after: Outputs, ex: Any, the: str) -> str:
@@ -105,8 +112,7 @@ def _difference(before: Outputs, after: Outputs, ex: Any, the: str) -> str:
             at = tuple(int(i) for i in np.unravel_index(int(np.argmax(gap)), gap.shape))
             where, was, now = ", ".join(map(str, at)), float(b[at]), float(a[at])
             return (
-                f"Output 0, element [{where}], without the pass: {float_literal(was)}; "
-                f"after {the}: {float_literal(now)}."
+                f"Output 0, element [{where}], without the pass: {_number(was)}; after {the}: {_number(now)}."
             )
     counts = getattr(ex, "op_counts", None)
     changed = ""
