@@ -193,3 +193,29 @@ def test_an_issue_is_never_filed_into_another_known_project_s_tracker() -> None:
     into_tvm = file_issues([tvm, torch], NothingFiled(), apply=False, repo="apache/tvm").plans  # type: ignore[arg-type]
     assert [p.status for p in into_tvm] == ["to file", "not filed"]
     assert "--repo pytorch/pytorch" in into_tvm[1].why
+
+
+def test_an_entry_that_does_not_reproduce_here_is_left_out_saying_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from dataclasses import replace
+
+    from fuzz.render.report import reproducing
+    from fuzz.store.corpus import dumps_entry, load_entry
+
+    real = load_entry(ENTRIES[1])  # out-of-tolerance with scale=False: fails on upstream
+    # the same entry with the fixed pass as the one it was found on: it passes here
+    stale = replace(real, pass_name="fixed", expect={"fixed": "fails"})
+    shown, checks, unshown = reproducing([real, stale])
+    assert shown == [real] and set(checks) == {real.signature}
+    assert [u.entry for u in unshown] == [stale]
+    assert unshown[0].why == "does not reproduce on this machine: fixed passes it here"
+    # and file-issues says so, and files the rest
+    path = tmp_path / "stale.json"
+    path.write_text(dumps_entry(stale))
+    code = main(
+        ["file-issues", str(ENTRIES[1]), str(path), "--repo", "owner/name", "--api", "http://127.0.0.1:9"]
+    )
+    out, err = capsys.readouterr()
+    assert code == 0 and f"not shown: {stale.signature} (fixed): does not reproduce" in err
+    assert out.count("to file: ") == 1

@@ -71,7 +71,7 @@ def add_parsers(sub: Any) -> None:
 def _file_issues(args: argparse.Namespace) -> int:
     from fuzz.engine.promote import read_as_entry
     from fuzz.render.github import GitHub, GitHubError, file_issues
-    from fuzz.render.report import issues
+    from fuzz.render.report import issues, reproducing
     from fuzz.store.corpus import EntryError
 
     if not re.fullmatch(r"[\w.-]+/[\w.-]+", args.repo):  # user input: OWNER/NAME
@@ -85,9 +85,14 @@ def _file_issues(args: argparse.Namespace) -> int:
             entries.append(read_as_entry(path))
         except EntryError as exc:
             raise UsageError(str(exc)) from None
+    shown, checks, unshown = reproducing(entries)  # what does not reproduce here is not filed
+    for left in unshown:
+        print(
+            f"bnfuzz: not shown: {left.entry.signature} ({left.entry.pass_name}): {left.why}", file=sys.stderr
+        )
     try:
         filing = file_issues(
-            issues(entries), GitHub(args.repo, token, args.api), apply=args.apply, repo=args.repo
+            issues(shown, checks), GitHub(args.repo, token, args.api), apply=args.apply, repo=args.repo
         )
     except GitHubError as exc:
         raise UsageError(f"GitHub API: {exc}") from None

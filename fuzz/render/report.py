@@ -11,18 +11,22 @@ behaviour never to be filed.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from fuzz.backends import report_of
+from fuzz.backends import report_of, scope_of
 from fuzz.engine.check import Checked
+from fuzz.engine.replay import check_entry
+from fuzz.errors import BnfuzzError
 from fuzz.fpenv import keeps_subnormals
 from fuzz.model.decline_reasons import block_reasons
+from fuzz.oracle.signature import Signature
 from fuzz.render.causes import root_cause
 from fuzz.render.issue import Issue
 from fuzz.render.script import render_script
 from fuzz.render.skeleton import variant_order
 from fuzz.store.corpus import Entry
 
-__all__ = ["addressed", "issue_of", "issues", "render_issue", "render_script"]
+__all__ = ["Unshown", "addressed", "issue_of", "issues", "render_issue", "render_script", "reproducing"]
 
 
 def addressed(entry: Entry) -> Entry:
@@ -30,6 +34,50 @@ def addressed(entry: Entry) -> Entry:
     fails too: as upstream's, :func:`fuzz.render.tvm.addressed`); most as they are."""
     readdress = getattr(report_of(entry.pass_name), "addressed", None)
     return entry if readdress is None else readdress(entry)
+
+
+@dataclass(frozen=True)
+class Unshown:
+    """An entry left out of the issues: why (it does not reproduce on this machine)."""
+
+    entry: Entry
+    why: str
+
+
+@keeps_subnormals
+def reproducing(entries: Sequence[Entry]) -> tuple[list[Entry], dict[str, Checked], list[Unshown]]:
+    """Each entry replayed on this machine (:func:`fuzz.engine.replay.check_entry`, in a
+    worker where its bug kills the process): the entries whose bug shows here, their
+    checks by signature (the issues reuse them), and the others with why each is left out.
+    A stated decline is expected behaviour, kept as it is."""
+    shown: list[Entry] = []
+    checks: dict[str, Checked] = {}
+    unshown: list[Unshown] = []
+    for entry in entries:
+        if entry.declined:
+            shown.append(entry)
+            continue
+        try:
+            checked = check_entry(entry.case, entry.pass_name, entry.pipeline, entry.isolated)
+        except BnfuzzError as exc:  # a framework not installed, a case outside the backend
+            unshown.append(Unshown(entry, f"not replayed here: {exc}"))
+            continue
+        finding = checked.verdict.primary
+        here = (
+            None
+            if finding is None
+            else str(Signature.of(finding, entry.case, entry.pipeline, scope_of(entry.pass_name)))
+        )
+        if here == entry.signature:
+            shown.append(entry)
+            checks[entry.signature] = checked
+        elif here is None:
+            unshown.append(
+                Unshown(entry, f"does not reproduce on this machine: {entry.pass_name} passes it here")
+            )
+        else:
+            unshown.append(Unshown(entry, f"shows another bug on this machine: {here}"))
+    return shown, checks, unshown
 
 
 @keeps_subnormals
@@ -41,15 +89,16 @@ def render_issue(entry: Entry, checked: Checked | None = None) -> str:
 
 
 @keeps_subnormals
-def issues(entries: Sequence[Entry]) -> list[Issue]:
+def issues(entries: Sequence[Entry], checked: Mapping[str, Checked] | None = None) -> list[Issue]:
     """One issue per root cause (:func:`fuzz.render.causes.root_cause`), in the order the causes
     first appear; an issue of several entries lists each as a variant. An entry found
     against another of TVM's passes that TVM's own fails too is upstream's
-    (:func:`addressed`)."""
+    (:func:`addressed`). ``checked``: the entries' replays by signature, where at hand
+    (:func:`reproducing`)."""
     groups: dict[str, list[Entry]] = {}
     for entry in map(addressed, entries):
         groups.setdefault(root_cause(entry), []).append(entry)
-    return [issue_of(group) for group in groups.values()]
+    return [issue_of(group, checked) for group in groups.values()]
 
 
 @keeps_subnormals
