@@ -145,3 +145,16 @@ def test_issue_prose_says_inf_and_nan_plainly() -> None:
         "2.0**64",
         "-107.0",
     ]
+
+
+def test_a_script_names_the_pass_it_runs() -> None:
+    # a decline entry's script runs the fixed pass: its title must not name TVM's
+    from fuzz.store.corpus import load_entry
+
+    root = Path(__file__).resolve().parent.parent
+    decline = render_script(load_entry(root / "corpus" / "declines" / "declined_reason=axis_.json"))
+    assert decline.startswith(
+        '"""Reproducer: declined[reason=axis] in bnfold-fuzz' + "'s `fixed` pass (not TVM's)"
+    )
+    upstream = render_script(load_entry(root / "corpus" / "out-of-tolerance_scale=False_.json"))
+    assert "in tvm.relax.transform.FoldBatchnormToConv2D (TVM " in upstream.splitlines()[0]

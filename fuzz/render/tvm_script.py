@@ -259,7 +259,13 @@ def _make(entry: Entry, pass_expression: str | None) -> str:
 
 
 def _subject(entry: Entry) -> str:
-    return "tvm.relax.transform.FoldBatchnormToConv2D" if entry.pipeline is None else pipeline_text(entry)
+    """What the script runs, named: TVM's pass, bnfold-fuzz's own (``fixed``, ``identity``:
+    the script runs that one), or the pipeline."""
+    if entry.pipeline is not None:
+        return pipeline_text(entry)
+    if entry.pass_name != "upstream" and entry.pass_name in PASS_EXPRESSIONS:
+        return f"bnfold-fuzz's `{entry.pass_name}` pass (not TVM's)"
+    return "tvm.relax.transform.FoldBatchnormToConv2D"
 
 
 @keeps_subnormals
