@@ -214,3 +214,21 @@ def test_promote_simplifies_and_names_the_file_by_the_narrowed_signature(
     assert (
         "already there with this signature: kept its case (6 values, this one 6)" in capsys.readouterr().out
     )
+
+
+def test_an_onnx_entry_s_note_tries_its_float32_epsilon_and_leaves_out_its_form() -> None:
+    # ONNX stores epsilon as a float32: the default an ONNX case goes back to is float32(1e-5),
+    # which shows that OpenVINO's float16 failure is its epsilon (68439 > float16's 65504);
+    # and "form=onnx -> default" is no simplification a backend of one form can try
+    from pathlib import Path
+
+    from fuzz.render.skeleton import minimality_lines
+    from fuzz.store.corpus import load_entry
+
+    corpus = Path(__file__).resolve().parent.parent / "corpus"
+    lines = minimality_lines(
+        load_entry(corpus / "openvino" / "openvino_pass-exception_RuntimeError_dtype=float16_.json")
+    )
+    assert "- epsilon=68439.0 -> 9.999999747378752e-06: the bug disappears (it matters)" in lines
+    lines = minimality_lines(load_entry(corpus / "onnx-tools" / "onnxslim_finite-to-nonfinite.json"))
+    assert lines and not any("form=" in line or "cannot be tried" in line for line in lines), lines

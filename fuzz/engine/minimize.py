@@ -25,6 +25,7 @@ import numpy as np
 from fuzz.backends import FoldLike, Runner, as_fold
 from fuzz.engine.check import check
 from fuzz.engine.simplifications import simplifications
+from fuzz.errors import CaseOutsideBackend
 from fuzz.model.case import Case
 from fuzz.model.pipeline import Pipeline
 from fuzz.oracle.execution import Outputs
@@ -78,7 +79,8 @@ class Attempt:
 
     description: str
     #: "remains" (the same bug), "hidden" (the same bug, but the outputs no longer show
-    #: it), "disappears" (no bug, or another one), "invalid"
+    #: it), "disappears" (no bug, or another one), "invalid", "outside" (the backend cannot
+    #: say the simpler case: not shown)
     outcome: str
     detail: str = ""
 
@@ -88,6 +90,7 @@ class Attempt:
             "hidden": "the pass still rewrites it, but the outputs no longer differ (kept, to show them)",
             "disappears": "the bug disappears (it matters)",
             "invalid": f"cannot be tried, the graph would be invalid ({self.detail})",
+            "outside": f"cannot be tried here ({self.detail})",
         }[self.outcome]
         return f"- {self.description}: {text}"
 
@@ -126,6 +129,10 @@ def _steps(case: Case, pipeline: Pipeline | None) -> list[tuple[str, Step]]:
     return steps
 
 
+def _first_line(exc: Exception) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0]
+
+
 def _attempt(
     subject: Subject,
     target: Bug,
@@ -137,8 +144,10 @@ def _attempt(
     try:
         simpler = step(subject)
         bug = found(simpler[0], fold, simpler[1], runner)
-    except ValueError as exc:  # CaseError, ModuleError, or an empty conv output
-        return Attempt(description, "invalid", str(exc)[:80]), subject, None
+    except CaseOutsideBackend as exc:  # the backend cannot say the simpler case at all
+        return Attempt(description, "outside", _first_line(exc)), subject, None
+    except ValueError as exc:  # CaseError, or an empty conv output
+        return Attempt(description, "invalid", _first_line(exc)), subject, None
     if bug is None or not _same_bug(bug.signature, target.signature):
         return Attempt(description, "disappears"), simpler, bug
     if target.visible and not bug.visible:
@@ -155,7 +164,9 @@ def minimality(case: Case, fold: FoldLike, pipeline: Pipeline | None = None) -> 
     if target is None:
         return []
     subject = (case, pipeline)
-    return [_attempt(subject, target, fold, d, step, runner)[0] for d, step in _steps(case, pipeline)]
+    attempts = [_attempt(subject, target, fold, d, step, runner)[0] for d, step in _steps(case, pipeline)]
+    # a step the backend cannot say (another form than its own) is no simplification of this case
+    return [a for a in attempts if a.outcome != "outside"]
 
 
 def simplify(

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from fuzz.model.case import Block, Case, Epilogue, Topology, conv_output_shape, kernel_to_oihw
-from fuzz.model.form import Form
+from fuzz.model.form import Form, Importer
 from fuzz.model.tensor import OPERANDS, CaseError, Tensor
 
 __all__ = ["simplifications", "with_defaults_except"]
@@ -104,6 +104,11 @@ def _as_oihw(case: Case) -> Case:
     return replace(case, blocks=tuple(blocks))
 
 
+def _default_epsilon(case: Case) -> float:
+    """The default epsilon as the case's form can say it: ONNX stores it as a float32."""
+    return float(np.float32(1e-5)) if case.form.importer is Importer.ONNX else 1e-5
+
+
 def simplifications(case: Case, *, values: bool = True) -> list[tuple[str, Callable[[Case], Case]]]:
     """(description, change) for each way to make ``case`` simpler by one step: flags and
     attributes back to their defaults, batch and channels to one, dtype to float32, and
@@ -134,7 +139,7 @@ def simplifications(case: Case, *, values: bool = True) -> list[tuple[str, Calla
         ("training", False),
         ("scale", True),
         ("center", True),
-        ("epsilon", 1e-5),
+        ("epsilon", _default_epsilon(case)),
     )
     for name, default in flags:
         if getattr(first.bn, name) != default:
