@@ -253,3 +253,24 @@ def test_promote_refuses_a_decline_entry(capsys: pytest.CaptureFixture[str], tmp
     assert main(["promote", str(decline), "--corpus", str(tmp_path)]) == 2
     assert "symptom: a decline entry shows expected behaviour" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_the_overflow_sentence_states_the_limit_only_where_the_oracle_checked_it() -> None:
+    from dataclasses import replace
+
+    import numpy as np
+
+    from fuzz.backends import resolve_fold
+    from fuzz.engine.check import check
+    from fuzz.render.skeleton import actual
+
+    entry = load_entry(ROOT / "corpus" / "finite-to-nonfinite.json")
+    checked = check(entry.case, resolve_fold(entry.pass_name))
+    said = actual(entry, checked)
+    assert "stays below 1.701412e+38 (1/2 of the largest float32 value, 3.402823e+38)" in said
+    # where the unfolded graph is not robustly finite at that element, no such claim
+    out = checked.reference.outputs[0]
+    unsure = replace(out, robust=np.zeros_like(out.robust))
+    reference = replace(checked.reference, outputs=(unsure, *checked.reference.outputs[1:]))
+    said = actual(entry, replace(checked, reference=reference))
+    assert "stays below" not in said and "nothing but the fold" not in said

@@ -18,7 +18,9 @@ from fuzz.backends import backend_of, resolve_fold
 from fuzz.engine.check import Checked, check
 from fuzz.engine.minimize import minimality
 from fuzz.model.attributes import ATTRIBUTE_DEFAULTS, classify
+from fuzz.model.numerics import dtype_facts
 from fuzz.oracle.execution import Outputs
+from fuzz.oracle.reference import RANGE_MARGIN
 from fuzz.oracle.verdict import Symptom, describe
 from fuzz.render.issue import Issue
 from fuzz.render.script_parts import float_literal
@@ -78,10 +80,19 @@ def actual(entry: Entry, checked: Checked | None, *, raises: str | None = None) 
     bound = float(checked.reference.outputs[k].bound[index])
     dtype = entry.case.dtype
     if finding.symptom is Symptom.FINITE_TO_NONFINITE:
+        # the claim the oracle checked at this element: every intermediate of the unfolded
+        # graph, widened by its error bound, below max / RANGE_MARGIN (else it is not made)
+        facts = dtype_facts(dtype)
+        safe = (
+            f", and every intermediate of the unfolded graph, with its rounding-error bound, stays "
+            f"below {facts.max / RANGE_MARGIN:.7g} (1/{RANGE_MARGIN:g} of the largest {dtype} value, "
+            f"{facts.max:.7g}), so nothing but the fold can overflow"
+            if bool(checked.reference.outputs[k].robust[index])
+            else ""
+        )
         return (
             f"Without {the}, {where} is {_number(b)}; after {the} it is {_number(a)}. "
-            f"The exact result is {exact:.7g}, and every intermediate of the unfolded graph stays "
-            f"below half the largest {dtype} value, so nothing but the fold can overflow."
+            f"The exact result is {exact:.7g}{safe}."
         )
     return (
         f"Without {the}, {where} is {_number(b)}; after {the} it is {_number(a)}. "
