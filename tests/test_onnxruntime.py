@@ -200,3 +200,18 @@ def test_signatures_keep_backends_apart() -> None:
     assert str(ort_signature) == "onnxruntime:finite-to-nonfinite"  # the form is ONNX Runtime's own
     assert str(tvm_signature) == "finite-to-nonfinite[form=onnx]"
     assert ort_signature.covers(finding, case) and tvm_signature.covers(finding, case)
+
+
+def test_the_issue_s_platform_and_architecture_are_the_entry_s_machine() -> None:
+    from dataclasses import replace
+
+    entry = load_entry(ROOT / "corpus" / "onnxruntime" / "onnxruntime_finite-to-nonfinite.json")
+    body = issue_of([entry]).body
+    assert "### Platform\n\nLinux\n" in body and "### Architecture\n\nX64\n" in body  # x86_64, Linux
+    machine = {
+        **entry.provenance["machine"],
+        "cpu": {**entry.provenance["machine"]["cpu"], "arch": "aarch64"},
+    }
+    arm = replace(entry, provenance={**entry.provenance, "machine": machine, "platform": "macOS-14.2-arm64"})
+    body = issue_of([arm]).body
+    assert "### Platform\n\nmacOS\n" in body and "### Architecture\n\nARM64\n" in body

@@ -31,7 +31,7 @@ from fuzz.render.skeleton import (
 from fuzz.render.wording import wording
 from fuzz.store.corpus import Entry
 
-__all__ = ["LEVEL_NAMES", "RULE", "issue", "level_name", "script"]
+__all__ = ["ARCHITECTURES", "LEVEL_NAMES", "RULE", "issue", "level_name", "script"]
 
 #: ``onnxruntime:LEVEL`` -> the optimization level's name in ONNX Runtime's API.
 LEVEL_NAMES = {"basic": "ORT_ENABLE_BASIC", "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
@@ -64,6 +64,22 @@ def script(entry: Entry) -> str:
         *verdict_lines(entry, "the fusion behaves correctly on this model"),
     ]
     return "\n".join(lines) + "\n"
+
+
+#: The machine's architecture (``platform.machine()``) as ONNX Runtime's template lists it.
+ARCHITECTURES = {"x86_64": "X64", "amd64": "X64", "i686": "X86", "aarch64": "ARM64", "arm64": "ARM64"}
+
+
+def _architecture(entry: Entry) -> str:
+    """The entry's machine architecture in the template's words (as recorded, if unlisted)."""
+    machine = entry.provenance.get("machine")
+    arch = machine.get("cpu", {}).get("arch", "") if isinstance(machine, dict) else ""
+    return ARCHITECTURES.get(str(arch).lower(), str(arch) or "unknown")
+
+
+def _platform(entry: Entry) -> str:
+    """The operating system the entry was measured on (the first word of its platform)."""
+    return str(entry.provenance.get("platform", "unknown")).split("-")[0]
 
 
 def _issue(entry: Entry, actual: str, minimal: list[str], shown: str) -> Issue:
@@ -113,7 +129,7 @@ def _issue(entry: Entry, actual: str, minimal: list[str], shown: str) -> Issue:
             "",
             "### Platform",
             "",
-            "Linux",
+            _platform(entry),
             "",
             "### OS Version",
             "",
@@ -133,7 +149,7 @@ def _issue(entry: Entry, actual: str, minimal: list[str], shown: str) -> Issue:
             "",
             "### Architecture",
             "",
-            "X64",
+            _architecture(entry),
             "",
             "### Execution Provider",
             "",
