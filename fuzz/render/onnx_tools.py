@@ -13,20 +13,15 @@ is fixed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 from fuzz.backends import MODEL_TOOLS
-from fuzz.engine.check import Checked
 from fuzz.model.attributes import classify
 from fuzz.oracle.verdict import Symptom
 from fuzz.render.issue import Issue
 from fuzz.render.script_parts import onnx_script_head, verdict_lines
 from fuzz.render.skeleton import (
     MINIMALITY,
-    actual,
-    attributes_shown,
     footnote,
-    minimality_lines,
+    one_entry,
     one_entry_issue,
     steps,
 )
@@ -112,6 +107,9 @@ def _issue(entry: Entry, actual: str, minimal: list[str], shown: str) -> Issue:
     """The issue for an entry found against a model tool: ``actual`` is what the outputs
     show (:mod:`fuzz.render.report` words it), ``minimal`` the minimality notes, ``shown`` the
     entry's non-default attributes."""
+    if entry.symptom is Symptom.ILL_FORMED:
+        checker = "`onnx.checker.check_model(written, full_check=True)`"
+        actual = f"{checker} fails to accept the model written: {actual}"
     tool = MODEL_TOOLS[entry.pass_name]
     words = wording(entry.symptom, entry.symptom_name)
     versions = ", ".join(
@@ -173,12 +171,5 @@ def _issue(entry: Entry, actual: str, minimal: list[str], shown: str) -> Issue:
     return one_entry_issue(entry, title, body)
 
 
-def issue(entries: Sequence[Entry], checked: Mapping[str, Checked | None]) -> Issue:
-    """The issue for an entry (one per issue: its own signature is its root cause), with
-    ``checked`` its case already checked, by signature, where the caller has it."""
-    entry = entries[0]
-    found = actual(entry, checked.get(entry.signature), raises="It raises")
-    if entry.symptom is Symptom.ILL_FORMED:
-        checker = "`onnx.checker.check_model(written, full_check=True)`"
-        found = f"{checker} fails to accept the model written: {found}"
-    return _issue(entry, found, minimality_lines(entry), attributes_shown(entry, skip=("form",)))
+#: The issue of an entry (one per issue: its signature is its root cause).
+issue = one_entry(_issue)

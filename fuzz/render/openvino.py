@@ -14,20 +14,15 @@ prints both, and exits 1 while the bug shows (the same checks as every script:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
 from fuzz.backends import OPENVINO_CONFIG as CONFIG
-from fuzz.engine.check import Checked
 from fuzz.model.attributes import classify
 from fuzz.oracle.verdict import Symptom
 from fuzz.render.issue import Issue
 from fuzz.render.script_parts import onnx_script_head, verdict_lines
 from fuzz.render.skeleton import (
     MINIMALITY,
-    actual,
-    attributes_shown,
     footnote,
-    minimality_lines,
+    one_entry,
     one_entry_issue,
     steps,
 )
@@ -162,9 +157,5 @@ def _issue(entry: Entry, actual: str, minimal: list[str], shown: str) -> Issue:
     return one_entry_issue(entry, title, body)
 
 
-def issue(entries: Sequence[Entry], checked: Mapping[str, Checked | None]) -> Issue:
-    """The issue for an entry (one per issue: its own signature is its root cause), with
-    ``checked`` its case already checked, by signature, where the caller has it."""
-    entry = entries[0]
-    found = actual(entry, checked.get(entry.signature), raises="It raises")
-    return _issue(entry, found, minimality_lines(entry), attributes_shown(entry, skip=("form",)))
+#: The issue of an entry (one per issue: its signature is its root cause).
+issue = one_entry(_issue)

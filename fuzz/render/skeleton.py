@@ -9,7 +9,7 @@ at fault, environment lines.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,6 +32,7 @@ __all__ = [
     "attributes_shown",
     "footnote",
     "minimality_lines",
+    "one_entry",
     "one_entry_issue",
     "steps",
     "variant_order",
@@ -188,6 +189,22 @@ def footnote(signatures: Sequence[str]) -> str:
         "outputs against a wide-precision reference; its signature"
         f"{'s' if len(signatures) > 1 else ''} for this bug, used to avoid duplicate reports, {named}.)"
     )
+
+
+def one_entry(
+    render: Callable[[Entry, str, list[str], str], Issue],
+) -> Callable[[Sequence[Entry], Mapping[str, Checked | None]], Issue]:
+    """The ``issue`` of a report module whose issues hold one entry each (the signature is
+    the root cause): ``render(entry, actual, minimal, shown)`` gets the actual behaviour
+    (from ``checked``, the entry's replay where the caller has it), the minimality lines
+    and the attributes shown (the form aside: every case of the backend has its one form)."""
+
+    def issue(entries: Sequence[Entry], checked: Mapping[str, Checked | None]) -> Issue:
+        entry = entries[0]
+        found = actual(entry, checked.get(entry.signature), raises="It raises")
+        return render(entry, found, minimality_lines(entry), attributes_shown(entry, skip=("form",)))
+
+    return issue
 
 
 def one_entry_issue(entry: Entry, title: str, body: str) -> Issue:

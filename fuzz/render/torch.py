@@ -12,9 +12,6 @@ exits 1 while the bug shows (the same checks as every script:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-
-from fuzz.engine.check import Checked
 from fuzz.model.attributes import classify
 from fuzz.model.tensor import Tensor
 from fuzz.model.torch_model import FOLDS, fold_source, torch_model
@@ -23,10 +20,8 @@ from fuzz.render.issue import Issue
 from fuzz.render.script_parts import float_literal, verdict_lines
 from fuzz.render.skeleton import (
     MINIMALITY,
-    actual,
-    attributes_shown,
     footnote,
-    minimality_lines,
+    one_entry,
     one_entry_issue,
     steps,
 )
@@ -245,9 +240,5 @@ def _issue(entry: Entry, actual: str, minimal: list[str], shown: str) -> Issue:
     return one_entry_issue(entry, title, body)
 
 
-def issue(entries: Sequence[Entry], checked: Mapping[str, Checked | None]) -> Issue:
-    """The issue for an entry (one per issue: its own signature is its root cause), with
-    ``checked`` its case already checked, by signature, where the caller has it."""
-    entry = entries[0]
-    found = actual(entry, checked.get(entry.signature), raises="It raises")
-    return _issue(entry, found, minimality_lines(entry), attributes_shown(entry, skip=("form",)))
+#: The issue of an entry (one per issue: its signature is its root cause).
+issue = one_entry(_issue)
